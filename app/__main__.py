@@ -1,0 +1,54 @@
+"""`python -m app`: start the server with llama-server-like flags.
+
+Flags override KVCHAT_* environment variables, which override the defaults (see app/config.py).
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+
+import uvicorn
+
+from app.config import Settings
+
+
+def parse_args(argv: list[str] | None = None) -> dict[str, object]:
+    p = argparse.ArgumentParser(prog="python -m app", description=__doc__)
+    p.add_argument("-m", "--model", help="GGUF model path (default: the packaged SmolLM2)")
+    p.add_argument("-a", "--alias", dest="model_alias", help="model name shown to clients")
+    p.add_argument("-c", "--ctx-size", type=int, help="total context (KV cells), all slots")
+    p.add_argument("-np", "--parallel", type=int, help="number of slots")
+    p.add_argument("-t", "--threads", type=int)
+    p.add_argument("-b", "--batch-size", type=int)
+    p.add_argument("-ub", "--ubatch-size", type=int)
+    p.add_argument("--host")
+    p.add_argument("--port", type=int)
+    p.add_argument("--no-cache-prompt", dest="cache_prompt", action="store_false", default=None)
+    p.add_argument("-sps", "--slot-prompt-similarity", type=float)
+    p.add_argument("-s", "--seed", type=int)
+    p.add_argument("--no-warmup", dest="warmup", action="store_false", default=None)
+    p.add_argument("-v", "--verbose", action="store_true", default=None)
+    p.add_argument("--log-level")
+    args = vars(p.parse_args(argv))
+    return {k: v for k, v in args.items() if v is not None}
+
+
+def main(argv: list[str] | None = None) -> None:
+    settings = Settings(**parse_args(argv))
+    logging.basicConfig(
+        level=settings.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s"
+    )
+    from app.server import create_app  # after logging is configured
+
+    uvicorn.run(
+        create_app(settings),
+        host=settings.host,
+        port=settings.port,
+        log_level=settings.log_level,
+        timeout_graceful_shutdown=10,
+    )
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,23 @@
+"""Plain engine configuration: what the engine needs, nothing read from the environment.
+
+`app.config.Settings` (the only reader of environment variables and CLI flags) builds this.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(slots=True)
+class EngineConfig:
+    model_path: str
+    n_ctx: int = 8192  # total KV cells, shared by all slots (unified KV)
+    n_parallel: int = 4  # slots == KV sequences
+    n_threads: int = 2
+    n_batch: int = 512  # max tokens put into one llama_decode
+    n_ubatch: int = 512
+    cache_prompt: bool = True  # server default for requests that do not say
+    slot_prompt_similarity: float = 0.1  # min LCP / prompt length to prefer a slot by its cache
+    seed: int = -1  # default sampling seed; -1 = random per request
+    warmup: bool = True
+    verbose: bool = False  # llama.cpp's own log lines

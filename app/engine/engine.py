@@ -1,0 +1,247 @@
+"""`Engine`: one thread that owns the llama context and runs the scheduler loop.
+
+The HTTP event loop never calls llama.cpp: it submits a Task and awaits its events, which the
+engine thread hands over with `loop.call_soon_threadsafe`. `llama_decode` is a ctypes call, which
+releases the GIL, so the event loop keeps serving while a batch is computed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import threading
+import time
+from collections.abc import AsyncIterator
+
+from app.engine.config import EngineConfig
+from app.engine.events import Event, Failed, Finished
+from app.engine.model import Model
+from app.engine.request import GenerationRequest, RequestError
+from app.engine.sampler import Sampler
+from app.engine.scheduler import Planned, Scheduler
+from app.engine.slot import SlotInfo
+from app.engine.task import Sink, Task
+
+log = logging.getLogger(__name__)
+
+
+class Engine:
+    def __init__(self, config: EngineConfig, model: Model | None = None) -> None:
+        self.config = config
+        self.model = model or Model(config)
+        self.scheduler = Scheduler(self.model.n_seq_max, config.slot_prompt_similarity)
+        self._batch = self.model.new_batch()
+        self._inbox: list[Task] = []
+        self._lock = threading.Lock()
+        self._wake = threading.Event()
+        self._stopping = False
+        self._thread: threading.Thread | None = None
+        if config.warmup:
+            self._warmup()
+
+    # --- lifecycle ------------------------------------------------------------------------------
+
+    def start(self) -> None:
+        self._thread = threading.Thread(target=self._run, name="engine", daemon=True)
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stopping = True
+        self._wake.set()
+        if self._thread is not None:
+            self._thread.join(timeout=30)
+        self._batch.close()
+        self.model.close()
+
+    def _warmup(self) -> None:
+        # The first llama_decode pays one-off setup costs; pay them before the first request.
+        batch = self.model.new_batch()
+        batch.add(self.model.bos if self.model.bos >= 0 else 0, 0, 0, True)
+        self.model.decode(batch)
+        batch.close()
+        self.model.clear()
+
+    # --- submission (any thread) ----------------------------------------------------------------
+
+    def validate(self, request: GenerationRequest) -> None:
+        prompt = request.prompt
+        if len(prompt) == 0:
+            raise RequestError("the prompt is empty", param="prompt")
+        if prompt.has_media:
+            raise RequestError(
+                "this server cannot evaluate images (no multimodal projector)", param="messages"
+            )
+        try:
+            prompt.validate(self.model.n_vocab)
+        except ValueError as e:
+            raise RequestError(f"invalid prompt tokens: {e}", param="prompt") from e
+        if len(prompt) >= self.model.n_ctx:
+            raise RequestError(
+                f"the request exceeds the available context size: the prompt has {len(prompt)} "
+                f"tokens and the context has {self.model.n_ctx}",
+                param="messages",
+                code="exceed_context_size_error",
+            )
+        if request.id_slot is not None and not 0 <= request.id_slot < len(self.scheduler.slots):
+            raise RequestError(
+                f"id_slot {request.id_slot} does not exist: this server has slots "
+                f"0..{len(self.scheduler.slots) - 1}",
+                param="id_slot",
+            )
+        if request.max_tokens is not None and request.max_tokens < 1:
+            raise RequestError("max_tokens must be at least 1", param="max_tokens")
+
+    def submit(self, request: GenerationRequest, sink: Sink) -> Task:
+        """Validate and queue; raises RequestError (nothing queued) on bad input."""
+        self.validate(request)
+        cache_prompt = (
+            self.config.cache_prompt if request.cache_prompt is None else request.cache_prompt
+        )
+        task = Task(request, sink, cache_prompt)
+        with self._lock:
+            self._inbox.append(task)
+        self._wake.set()
+        return task
+
+    def cancel(self, task: Task) -> None:
+        task.cancelled = True
+        self._wake.set()
+
+    def open(self, request: GenerationRequest) -> EngineStream:
+        """Submit from the event loop; iterate the result for events. Raises RequestError."""
+        return EngineStream(self, request)
+
+    def slots(self) -> list[SlotInfo]:
+        return [slot.info() for slot in self.scheduler.slots]
+
+    @property
+    def n_waiting(self) -> int:
+        return len(self.scheduler.waiting) + len(self._inbox)
+
+    # --- the loop (engine thread only) ----------------------------------------------------------
+
+    def _run(self) -> None:
+        while not self._stopping:
+            self._intake()
+            if not self.scheduler.has_work:
+                self._wake.wait(timeout=1.0)
+                self._wake.clear()
+                continue
+            try:
+                self._step()
+            except Exception:  # a bug in one step must not kill the server
+                log.exception("engine step failed; failing the active requests")
+                for task in list(self.scheduler.active):
+                    self.scheduler.slot_of(task).erase(self.model)
+                    task.fail("internal error while generating")
+                    self.scheduler.release(task)
+        for task in list(self.scheduler.active) + list(self.scheduler.waiting) + self._inbox:
+            task.fail("the server is shutting down", status=503, code="unavailable")
+
+    def _intake(self) -> None:
+        with self._lock:
+            new, self._inbox = self._inbox, []
+        for task in new:
+            self.scheduler.enqueue(task)
+        for task in self.scheduler.take_cancelled():
+            task.finish("cancelled")  # no-op if it already finished
+        while (admission := self.scheduler.next_admission()) is not None:
+            self._admit(*admission)
+
+    def _admit(self, task: Task, slot) -> None:
+        prompt = task.request.prompt
+        n_cached = slot.prepare(prompt, task.cache_prompt, self.model)
+        sampler = Sampler(task.request.sampling, self.model.n_vocab)
+        sampler.accept_prompt(prompt.text_tokens(0, len(prompt)) if not prompt.has_media else [])
+        task.start(slot.id, n_cached, sampler)
+        self.scheduler.bind(task, slot)
+
+    def _step(self) -> None:
+        planned = self.scheduler.plan(self._batch)
+        if not planned:
+            return
+        status = self.model.decode(self._batch)
+        if status == 1 and self._make_room(planned):
+            return  # room was made or a task was dropped: plan again next step
+        if status != 0:
+            raise RuntimeError(f"llama_decode returned {status}")
+        self.scheduler.commit(planned)
+        self._sample(planned)
+
+    def _sample(self, planned: list[Planned]) -> None:
+        n_ctx = self.model.n_ctx
+        for p in planned:
+            task = p.task
+            if p.row is None or task.done:
+                continue
+            token = task.sampler.sample(self.model.ctx, p.row)
+            room_left = n_ctx - p.slot.cache.n_pos - 1
+            piece = self.model.token_to_piece(token)
+            if not task.on_token(token, piece, self.model.is_eog(token), room_left):
+                self.scheduler.release(task)
+
+    def _make_room(self, planned: list[Planned]) -> bool:
+        """The KV is full. Free idle slots' KV (least recently used first); failing that, stop the
+        newest active task. Returns True when something changed, so the step can be re-planned."""
+        busy = {p.slot.id for p in planned}
+        idle = sorted(
+            (s for s in self.scheduler.slots if s.idle and len(s.cache) > 0 and s.id not in busy),
+            key=lambda s: s.last_used,
+        )
+        if idle:
+            log.info("KV full: erasing idle slot %d", idle[0].id)
+            idle[0].erase(self.model)
+            return True
+        if self.scheduler.active:
+            task = self.scheduler.active[-1]
+            log.warning("KV full: stopping task %d", task.id)
+            if task.prefilling:
+                self.scheduler.slot_of(task).erase(self.model)
+                task.fail(
+                    "the context is full: too many long requests at once; retry later",
+                    status=503,
+                    code="unavailable",
+                )
+            else:
+                task.finish("length")
+            self.scheduler.release(task)
+            return True
+        return False
+
+
+class EngineStream:
+    """Async iterator over one request's events; cancels the task if abandoned."""
+
+    def __init__(self, engine: Engine, request: GenerationRequest) -> None:
+        self._engine = engine
+        self._loop = asyncio.get_running_loop()
+        self._queue: asyncio.Queue[Event] = asyncio.Queue()
+        self._finished = False
+        self.submitted_at = time.perf_counter()
+        self.task = engine.submit(request, self._deliver)
+
+    def _deliver(self, event: Event) -> None:  # engine thread
+        try:
+            self._loop.call_soon_threadsafe(self._queue.put_nowait, event)
+        except RuntimeError:  # event loop closed: nobody is listening any more
+            self._engine.cancel(self.task)
+
+    def __aiter__(self) -> AsyncIterator[Event]:
+        return self._iterate()
+
+    async def _iterate(self) -> AsyncIterator[Event]:
+        try:
+            while True:
+                event = await self._queue.get()
+                if isinstance(event, Finished | Failed):
+                    self._finished = True
+                yield event
+                if self._finished:
+                    return
+        finally:
+            if not self._finished:
+                self.cancel()
+
+    def cancel(self) -> None:
+        if not self._finished:
+            self._engine.cancel(self.task)

@@ -1,0 +1,61 @@
+"""What the engine sends back for a request: text deltas, then exactly one Finished or Failed."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(slots=True)
+class Timings:
+    """llama-server's `timings` object; cache_n + prompt_n = prompt tokens."""
+
+    cache_n: int = 0  # prompt tokens reused from the KV cache
+    prompt_n: int = 0  # prompt tokens evaluated for this request
+    prompt_ms: float = 0.0
+    predicted_n: int = 0
+    predicted_ms: float = 0.0
+    slot: int = -1
+
+    def as_dict(self) -> dict[str, float | int]:
+        def per_token(ms: float, n: int) -> float:
+            return ms / n if n else 0.0
+
+        def per_second(ms: float, n: int) -> float:
+            return 1000.0 * n / ms if ms > 0 else 0.0
+
+        return {
+            "cache_n": self.cache_n,
+            "prompt_n": self.prompt_n,
+            "prompt_ms": round(self.prompt_ms, 3),
+            "prompt_per_token_ms": round(per_token(self.prompt_ms, self.prompt_n), 3),
+            "prompt_per_second": round(per_second(self.prompt_ms, self.prompt_n), 3),
+            "predicted_n": self.predicted_n,
+            "predicted_ms": round(self.predicted_ms, 3),
+            "predicted_per_token_ms": round(per_token(self.predicted_ms, self.predicted_n), 3),
+            "predicted_per_second": round(per_second(self.predicted_ms, self.predicted_n), 3),
+        }
+
+
+@dataclass(slots=True)
+class TextDelta:
+    text: str
+    tokens: list[int]
+
+
+@dataclass(slots=True)
+class Finished:
+    finish_reason: str  # "stop" | "length" | "cancelled"
+    prompt_tokens: int
+    completion_tokens: int
+    cached_tokens: int
+    timings: Timings
+
+
+@dataclass(slots=True)
+class Failed:
+    message: str
+    status: int = 500
+    code: str = "server_error"
+
+
+Event = TextDelta | Finished | Failed

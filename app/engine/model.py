@@ -1,0 +1,179 @@
+"""`Model`: the only owner of llama.cpp handles (model, context, vocab, memory).
+
+Everything above this file sees Python ints, bytes and strings. One llama context serves every slot:
+`n_seq_max` = number of slots and a unified KV cache, so a slot can use the whole context and (in
+later layers) sequences can share cells.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import logging
+
+import llama_cpp
+
+from app.engine.batch import Batch
+from app.engine.config import EngineConfig
+
+log = logging.getLogger(__name__)
+
+# Keep the C callback alive for the life of the process: llama.cpp holds the raw pointer.
+_LOG_CALLBACK = None
+
+
+def _install_log_callback(verbose: bool) -> None:
+    global _LOG_CALLBACK
+    if _LOG_CALLBACK is not None:
+        return
+
+    @llama_cpp.llama_log_callback
+    def _callback(level: int, text: bytes, _user_data: ctypes.c_void_p) -> None:
+        # level 2 = WARN, 3 = ERROR in ggml_log_level; the rest only when verbose.
+        if verbose or level in (2, 3):
+            log.log(
+                logging.ERROR if level == 3 else logging.WARNING if level == 2 else logging.DEBUG,
+                "llama.cpp: %s",
+                text.decode("utf-8", "replace").rstrip(),
+            )
+
+    _LOG_CALLBACK = _callback
+    llama_cpp.llama_log_set(_LOG_CALLBACK, ctypes.c_void_p(0))
+
+
+def _cpu_has_amx_kernels() -> bool:
+    # llama.cpp's AMX kernels crash inside llama_decode on this machine's CPU. The project builds
+    # llama-cpp-python with AMX off; this guards against a wheel built natively by someone else.
+    info = llama_cpp.llama_print_system_info().decode("utf-8", "replace")
+    return "AMX_INT8 = 1" in info
+
+
+class ModelError(RuntimeError):
+    pass
+
+
+class Model:
+    def __init__(self, config: EngineConfig) -> None:
+        _install_log_callback(config.verbose)
+        llama_cpp.llama_backend_init()
+        mparams = llama_cpp.llama_model_default_params()
+        mparams.n_gpu_layers = 0
+        if _cpu_has_amx_kernels():
+            mparams.use_extra_bufts = False
+        self._model = llama_cpp.llama_model_load_from_file(config.model_path.encode(), mparams)
+        if not self._model:
+            raise ModelError(f"failed to load model {config.model_path}")
+        self._vocab = llama_cpp.llama_model_get_vocab(self._model)
+
+        cparams = llama_cpp.llama_context_default_params()
+        cparams.n_ctx = config.n_ctx
+        cparams.n_batch = config.n_batch
+        cparams.n_ubatch = config.n_ubatch
+        cparams.n_seq_max = config.n_parallel
+        cparams.n_threads = config.n_threads
+        cparams.n_threads_batch = config.n_threads
+        cparams.kv_unified = True
+        cparams.no_perf = True
+        self._ctx = llama_cpp.llama_init_from_model(self._model, cparams)
+        if not self._ctx:
+            llama_cpp.llama_model_free(self._model)
+            raise ModelError("failed to create llama context")
+        self._mem = llama_cpp.llama_get_memory(self._ctx)
+
+        self.path = config.model_path
+        self.n_ctx = llama_cpp.llama_n_ctx(self._ctx)
+        self.n_batch = llama_cpp.llama_n_batch(self._ctx)
+        self.n_seq_max = llama_cpp.llama_n_seq_max(self._ctx)
+        self.n_vocab = llama_cpp.llama_vocab_n_tokens(self._vocab)
+        self.n_ctx_train = llama_cpp.llama_model_n_ctx_train(self._model)
+        self.bos = llama_cpp.llama_vocab_bos(self._vocab)
+        self.eos = llama_cpp.llama_vocab_eos(self._vocab)
+        self.add_bos = bool(llama_cpp.llama_vocab_get_add_bos(self._vocab))
+
+    # --- vocabulary -----------------------------------------------------------------------------
+
+    def tokenize(
+        self, text: str, add_special: bool = True, parse_special: bool = True
+    ) -> list[int]:
+        data = text.encode("utf-8")
+        n_max = len(data) + 16
+        buf = (llama_cpp.llama_token * n_max)()
+        n = llama_cpp.llama_tokenize(
+            self._vocab, data, len(data), buf, n_max, add_special, parse_special
+        )
+        if n < 0:  # buffer too small: -n is the size needed
+            n_max = -n
+            buf = (llama_cpp.llama_token * n_max)()
+            n = llama_cpp.llama_tokenize(
+                self._vocab, data, len(data), buf, n_max, add_special, parse_special
+            )
+        if n < 0:
+            raise ModelError("tokenization failed")
+        return list(buf[:n])
+
+    def token_to_piece(self, token: int, special: bool = False) -> bytes:
+        # A buffer per call: tokenizing and detokenizing are safe from any thread this way.
+        buf = ctypes.create_string_buffer(64)
+        n = llama_cpp.llama_token_to_piece(self._vocab, token, buf, len(buf), 0, special)
+        if n < 0:
+            buf = ctypes.create_string_buffer(-n)
+            n = llama_cpp.llama_token_to_piece(self._vocab, token, buf, -n, 0, special)
+        return buf.raw[:n]
+
+    def detokenize(self, tokens: list[int], special: bool = False) -> str:
+        return b"".join(self.token_to_piece(t, special) for t in tokens).decode("utf-8", "replace")
+
+    def is_eog(self, token: int) -> bool:
+        return bool(llama_cpp.llama_vocab_is_eog(self._vocab, token))
+
+    def token_text(self, token: int) -> str:
+        return self.token_to_piece(token, special=True).decode("utf-8", "replace")
+
+    def chat_template(self) -> str | None:
+        raw = llama_cpp.llama_model_chat_template(self._model, None)
+        return raw.decode("utf-8") if raw else None
+
+    def meta(self, key: str) -> str | None:
+        buf = ctypes.create_string_buffer(4096)
+        n = llama_cpp.llama_model_meta_val_str(self._model, key.encode(), buf, len(buf))
+        return buf.value.decode("utf-8", "replace") if n >= 0 else None
+
+    # --- evaluation -----------------------------------------------------------------------------
+
+    def new_batch(self) -> Batch:
+        return Batch(self.n_batch)
+
+    def decode(self, batch: Batch) -> int:
+        """llama_decode; 0 = ok, 1 = no KV room for the batch, other = error. Releases the GIL."""
+        return llama_cpp.llama_decode(self._ctx, batch.raw)
+
+    @property
+    def ctx(self) -> llama_cpp.llama_context_p:
+        """For samplers only (they read logits from the context)."""
+        return self._ctx
+
+    @property
+    def vocab(self) -> llama_cpp.llama_vocab_p:
+        return self._vocab
+
+    # --- KV memory ------------------------------------------------------------------------------
+
+    def seq_rm(self, seq_id: int, p0: int, p1: int = -1) -> bool:
+        """Drop positions [p0, p1) of a sequence; False if the memory cannot cut partially."""
+        return bool(llama_cpp.llama_memory_seq_rm(self._mem, seq_id, p0, p1))
+
+    def seq_clear(self, seq_id: int) -> None:
+        llama_cpp.llama_memory_seq_rm(self._mem, seq_id, -1, -1)  # whole sequence: never fails
+
+    def seq_pos_max(self, seq_id: int) -> int:
+        return llama_cpp.llama_memory_seq_pos_max(self._mem, seq_id)
+
+    def clear(self) -> None:
+        llama_cpp.llama_memory_clear(self._mem, True)
+
+    def close(self) -> None:
+        if self._ctx:
+            llama_cpp.llama_free(self._ctx)
+            self._ctx = None
+        if self._model:
+            llama_cpp.llama_model_free(self._model)
+            self._model = None

@@ -1,0 +1,37 @@
+"""`GenerationRequest`: what the HTTP layer asks the engine for, already tokenized."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from app.engine.sampler import SamplingParams
+from mm.token_sequence import TokenSequence
+
+
+@dataclass(slots=True)
+class GenerationRequest:
+    prompt: TokenSequence
+    sampling: SamplingParams = field(default_factory=SamplingParams)
+    max_tokens: int | None = None  # None: until EOS or the context is full
+    stop: list[str] = field(default_factory=list)
+    ignore_eos: bool = False
+    cache_prompt: bool | None = None  # None: the server default
+    id_slot: int | None = None  # pin to this slot (waits for it if busy)
+
+
+class RequestError(ValueError):
+    """A request the engine refuses before queueing it; the HTTP layer maps it to a 4xx."""
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        param: str | None = None,
+        code: str = "invalid_request_error",
+        status: int = 400,
+    ) -> None:
+        super().__init__(message)
+        self.message = message
+        self.param = param
+        self.code = code
+        self.status = status

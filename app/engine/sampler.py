@@ -1,0 +1,91 @@
+"""Per-request sampling: `SamplingParams` (plain data) and `Sampler` (a llama.cpp sampler chain).
+
+The chain order follows llama.cpp's common sampler: penalties -> top_k -> top_p -> min_p ->
+temperature -> dist. Temperature <= 0 is greedy (argmax after penalties), which makes replies
+reproducible and comparable with and without cache.
+"""
+
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass
+
+import llama_cpp
+
+
+@dataclass(slots=True)
+class SamplingParams:
+    temperature: float = 0.8
+    top_p: float = 0.95
+    top_k: int = 40
+    min_p: float = 0.05
+    seed: int = -1  # -1: a random seed per request
+    repeat_penalty: float = 1.0
+    repeat_last_n: int = 64
+    frequency_penalty: float = 0.0
+    presence_penalty: float = 0.0
+
+    @property
+    def greedy(self) -> bool:
+        return self.temperature <= 0.0
+
+    @property
+    def has_penalties(self) -> bool:
+        return (
+            self.repeat_penalty != 1.0
+            or self.frequency_penalty != 0.0
+            or self.presence_penalty != 0.0
+        ) and self.repeat_last_n != 0
+
+
+class Sampler:
+    """Owns one llama_sampler chain; `close()` frees it (the engine does when a request ends)."""
+
+    def __init__(self, params: SamplingParams, n_vocab: int) -> None:
+        self.params = params
+        chain = llama_cpp.llama_sampler_chain_init(llama_cpp.llama_sampler_chain_default_params())
+        add = llama_cpp.llama_sampler_chain_add
+        if params.has_penalties:
+            add(
+                chain,
+                llama_cpp.llama_sampler_init_penalties(
+                    n_vocab,
+                    params.repeat_last_n,
+                    params.repeat_penalty,
+                    params.frequency_penalty,
+                    params.presence_penalty,
+                ),
+            )
+        if params.greedy:
+            add(chain, llama_cpp.llama_sampler_init_greedy())
+        else:
+            if params.top_k > 0:
+                add(chain, llama_cpp.llama_sampler_init_top_k(params.top_k))
+            if params.top_p < 1.0:
+                add(chain, llama_cpp.llama_sampler_init_top_p(params.top_p, 1))
+            if params.min_p > 0.0:
+                add(chain, llama_cpp.llama_sampler_init_min_p(params.min_p, 1))
+            add(chain, llama_cpp.llama_sampler_init_temp(params.temperature))
+            seed = params.seed if params.seed >= 0 else random.getrandbits(32)
+            add(chain, llama_cpp.llama_sampler_init_dist(seed & 0xFFFFFFFF))
+        self._chain = chain
+
+    def accept_prompt(self, tokens: list[int]) -> None:
+        """Feed prompt tokens to the penalty window, as llama-server does."""
+        if not self.params.has_penalties:
+            return
+        for token in (
+            tokens[-max(self.params.repeat_last_n, 0) :]
+            if self.params.repeat_last_n > 0
+            else tokens
+        ):
+            llama_cpp.llama_sampler_accept(self._chain, token)
+
+    def sample(self, ctx: llama_cpp.llama_context_p, batch_index: int) -> int:
+        """Sample from the logits of batch row `batch_index`; also accepts the token."""
+        return llama_cpp.llama_sampler_sample(self._chain, ctx, batch_index)
+
+    def close(self) -> None:
+        if self._chain is not None:
+            llama_cpp.llama_sampler_free(self._chain)
+            self._chain = None

@@ -1,0 +1,130 @@
+"""`Scheduler`: the FIFO wait queue, slot choice, and what goes into each llama_decode.
+
+Runs only on the engine thread. Each step carries one decode token for every generating task and
+fills the rest of the batch with prefill chunks of admitted tasks in admission order (continuous
+batching): a long prompt never stalls the streams that are already generating.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from dataclasses import dataclass, field
+
+from app.engine.batch import Batch
+from app.engine.slot import Slot
+from app.engine.task import Task
+
+
+@dataclass(slots=True)
+class Planned:
+    """One task's share of a step: tokens added to the batch, and the logits row to sample."""
+
+    task: Task
+    slot: Slot
+    tokens: list[int] = field(default_factory=list)
+    n_prompt: int = 0  # how many of `tokens` are prompt tokens
+    row: int | None = None
+
+
+class Scheduler:
+    def __init__(self, n_slots: int, similarity: float) -> None:
+        self.slots = [Slot(i) for i in range(n_slots)]
+        self.waiting: deque[Task] = deque()
+        self.active: list[Task] = []  # admission order
+        self.similarity = similarity
+
+    @property
+    def has_work(self) -> bool:
+        return bool(self.active or self.waiting)
+
+    def enqueue(self, task: Task) -> None:
+        self.waiting.append(task)
+
+    def take_cancelled(self) -> list[Task]:
+        """Remove cancelled tasks from the queue and from the active set; return them."""
+        gone = [t for t in self.waiting if t.cancelled or t.done]
+        if gone:
+            self.waiting = deque(t for t in self.waiting if not (t.cancelled or t.done))
+        gone_active = [t for t in self.active if t.cancelled or t.done]
+        for task in gone_active:
+            self.release(task)
+        return gone + gone_active
+
+    def choose_slot(self, task: Task) -> Slot | None:
+        """Explicit id_slot > the idle slot with the longest usable prefix > least recently used."""
+        wanted = task.request.id_slot
+        if wanted is not None:
+            slot = self.slots[wanted]
+            return slot if slot.idle else None
+        idle = [s for s in self.slots if s.idle]
+        if not idle:
+            return None
+        prompt = task.request.prompt
+        if task.cache_prompt and len(prompt) > 0:
+            best, best_lcp = None, 0
+            for slot in idle:
+                lcp = slot.reusable_prefix(prompt)
+                if lcp > best_lcp:
+                    best, best_lcp = slot, lcp
+            if best is not None and best_lcp / len(prompt) >= self.similarity:
+                return best
+        return min(idle, key=lambda s: s.last_used)
+
+    def next_admission(self) -> tuple[Task, Slot] | None:
+        """The first waiting task (FIFO) that has a slot now; removes it from the queue."""
+        for task in self.waiting:
+            slot = self.choose_slot(task)
+            if slot is not None:
+                self.waiting.remove(task)
+                return task, slot
+        return None
+
+    def bind(self, task: Task, slot: Slot) -> None:
+        slot.task = task
+        self.active.append(task)
+
+    def release(self, task: Task) -> None:
+        if task in self.active:
+            self.active.remove(task)
+        for slot in self.slots:
+            if slot.task is task:
+                slot.release()
+
+    def slot_of(self, task: Task) -> Slot:
+        return self.slots[task.slot_id]
+
+    def plan(self, batch: Batch) -> list[Planned]:
+        """Fill `batch` for one llama_decode; the slots' caches change only in `commit`."""
+        batch.clear()
+        planned: list[Planned] = []
+        for task in self.active:  # decode tokens first: generation never waits for prefill
+            if task.next_token is not None and batch.free > 0:
+                slot = self.slot_of(task)
+                row = batch.add(task.next_token, slot.cache.n_pos, slot.id, True)
+                planned.append(Planned(task, slot, [task.next_token], 0, row))
+        for task in self.active:
+            if not task.prefilling or batch.free == 0:
+                continue
+            slot = self.slot_of(task)
+            prompt = task.request.prompt
+            take = min(batch.free, task.prompt_len - task.n_done)
+            tokens = prompt.text_tokens(task.n_done, task.n_done + take)
+            pos = slot.cache.n_pos
+            row = None
+            last = len(tokens) - 1
+            completes = task.n_done + take == task.prompt_len
+            for i, token in enumerate(tokens):
+                r = batch.add(token, pos + i, slot.id, completes and i == last)
+                if completes and i == last:
+                    row = r
+            planned.append(Planned(task, slot, tokens, take, row))
+        return planned
+
+    @staticmethod
+    def commit(planned: list[Planned]) -> None:
+        """The decode succeeded: the planned tokens are now in each slot's KV."""
+        for p in planned:
+            p.slot.cache.extend(p.tokens)
+            p.task.n_done += p.n_prompt
+            if p.n_prompt == 0:
+                p.task.next_token = None

@@ -1,0 +1,116 @@
+"""`Task`: one request in flight, from queue to Finished/Failed.
+
+The engine thread is the only writer of a Task's state except `cancelled`, which the HTTP side
+sets (a single bool store) and the engine loop observes at the next step.
+"""
+
+from __future__ import annotations
+
+import itertools
+import time
+from collections.abc import Callable
+
+from app.engine.events import Event, Failed, Finished, TextDelta, Timings
+from app.engine.request import GenerationRequest
+from app.engine.sampler import Sampler
+from app.engine.text_stream import TextStream
+
+_ids = itertools.count(1)
+
+Sink = Callable[[Event], None]
+
+
+class Task:
+    def __init__(self, request: GenerationRequest, sink: Sink, cache_prompt: bool) -> None:
+        self.id = next(_ids)
+        self.request = request
+        self.sink = sink
+        self.cache_prompt = cache_prompt
+        self.cancelled = False
+        self.done = False
+        # Set when admitted to a slot.
+        self.sampler: Sampler | None = None
+        self.n_cached = 0  # prompt tokens reused from the slot's KV
+        self.n_done = 0  # prompt tokens whose KV exists (cached + evaluated so far)
+        self.next_token: int | None = None  # sampled, not yet decoded into the KV
+        self.n_generated = 0
+        self.text = TextStream(request.stop)
+        self.slot_id = -1
+        self.t_queued = time.perf_counter()
+        self.t_start = 0.0
+        self.t_first = 0.0
+
+    @property
+    def prompt_len(self) -> int:
+        return len(self.request.prompt)
+
+    @property
+    def prefilling(self) -> bool:
+        return self.n_done < self.prompt_len
+
+    def start(self, slot_id: int, n_cached: int, sampler: Sampler) -> None:
+        self.slot_id = slot_id
+        self.n_cached = n_cached
+        self.n_done = n_cached
+        self.sampler = sampler
+        self.t_start = time.perf_counter()
+
+    def on_token(self, token: int, piece: bytes, is_eog: bool, room_left: int) -> bool:
+        """Handle one sampled token; True if generation goes on (the token must be decoded next).
+
+        `room_left` is how many more tokens the slot's context can hold after this one.
+        """
+        if self.n_generated == 0:
+            self.t_first = time.perf_counter()
+        if is_eog and not self.request.ignore_eos:
+            self.finish("stop")
+            return False
+        self.n_generated += 1
+        text = self.text.push(piece)
+        if text:
+            self.sink(TextDelta(text, [token]))
+        if self.text.stop_hit is not None:
+            self.finish("stop")
+            return False
+        max_tokens = self.request.max_tokens
+        if (max_tokens is not None and self.n_generated >= max_tokens) or room_left <= 0:
+            self.finish("length")
+            return False
+        self.next_token = token
+        return True
+
+    def finish(self, reason: str) -> None:
+        if self.done:
+            return
+        tail = self.text.finish()
+        if tail:
+            self.sink(TextDelta(tail, []))
+        self.sink(
+            Finished(reason, self.prompt_len, self.n_generated, self.n_cached, self.timings())
+        )
+        self._close()
+
+    def fail(self, message: str, status: int = 500, code: str = "server_error") -> None:
+        if self.done:
+            return
+        self.sink(Failed(message, status, code))
+        self._close()
+
+    def timings(self) -> Timings:
+        now = time.perf_counter()
+        t_first = self.t_first or now
+        return Timings(
+            cache_n=self.n_cached,
+            prompt_n=max(self.n_done - self.n_cached, 0),
+            prompt_ms=(t_first - self.t_start) * 1000.0 if self.t_start else 0.0,
+            predicted_n=self.n_generated,
+            predicted_ms=(now - t_first) * 1000.0 if self.t_first else 0.0,
+            slot=self.slot_id,
+        )
+
+    def _close(self) -> None:
+        self.done = True
+        self.next_token = None
+        if self.sampler is not None:
+            self.sampler.close()
+            self.sampler = None

@@ -1,0 +1,105 @@
+"""Response shapes of the two OpenAI endpoints, so one responder serves both.
+
+`ChatShape` builds chat.completion / chat.completion.chunk objects, `TextShape` text_completion
+ones; each response also carries llama-server's `timings` and, in usage, `cached_tokens`.
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from typing import Any
+
+from app.engine.events import Finished
+
+
+def usage(done: Finished) -> dict[str, Any]:
+    return {
+        "prompt_tokens": done.prompt_tokens,
+        "completion_tokens": done.completion_tokens,
+        "total_tokens": done.prompt_tokens + done.completion_tokens,
+        "prompt_tokens_details": {"cached_tokens": done.cached_tokens},
+    }
+
+
+class ChatShape:
+    object = "chat.completion"
+    chunk_object = "chat.completion.chunk"
+    id_prefix = "chatcmpl-"
+
+    @staticmethod
+    def opening() -> dict[str, Any] | None:
+        return {"index": 0, "delta": {"role": "assistant", "content": ""}, "finish_reason": None}
+
+    @staticmethod
+    def delta(text: str) -> dict[str, Any]:
+        return {"index": 0, "delta": {"content": text}, "finish_reason": None}
+
+    @staticmethod
+    def closing(reason: str) -> dict[str, Any]:
+        return {"index": 0, "delta": {}, "finish_reason": reason}
+
+    @staticmethod
+    def whole(text: str, reason: str) -> dict[str, Any]:
+        return {
+            "index": 0,
+            "message": {"role": "assistant", "content": text},
+            "finish_reason": reason,
+            "logprobs": None,
+        }
+
+
+class TextShape:
+    object = "text_completion"
+    chunk_object = "text_completion"
+    id_prefix = "cmpl-"
+
+    @staticmethod
+    def opening() -> dict[str, Any] | None:
+        return None
+
+    @staticmethod
+    def delta(text: str) -> dict[str, Any]:
+        return {"index": 0, "text": text, "finish_reason": None, "logprobs": None}
+
+    @staticmethod
+    def closing(reason: str) -> dict[str, Any]:
+        return {"index": 0, "text": "", "finish_reason": reason, "logprobs": None}
+
+    @staticmethod
+    def whole(text: str, reason: str) -> dict[str, Any]:
+        return {"index": 0, "text": text, "finish_reason": reason, "logprobs": None}
+
+
+Shape = type[ChatShape] | type[TextShape]
+
+
+class Envelope:
+    """id/created/model shared by every object of one response."""
+
+    def __init__(self, shape: Shape, model: str) -> None:
+        self.shape = shape
+        self.id = shape.id_prefix + uuid.uuid4().hex[:24]
+        self.created = int(time.time())
+        self.model = model
+
+    def make(self, obj: str, choices: list[dict[str, Any]], **extra: Any) -> dict[str, Any]:
+        return {
+            "id": self.id,
+            "object": obj,
+            "created": self.created,
+            "model": self.model,
+            "choices": choices,
+            **extra,
+        }
+
+    def chunk(self, choice: dict[str, Any] | None, **extra: Any) -> dict[str, Any]:
+        return self.make(self.shape.chunk_object, [choice] if choice else [], **extra)
+
+    def whole(self, text: str, done: Finished) -> dict[str, Any]:
+        return self.make(
+            self.shape.object,
+            [self.shape.whole(text, done.finish_reason)],
+            usage=usage(done),
+            timings=done.timings.as_dict(),
+        )

@@ -1,0 +1,49 @@
+"""llama-server's utility endpoints: /tokenize, /detokenize, /apply-template."""
+
+from __future__ import annotations
+
+from fastapi import APIRouter
+from pydantic import BaseModel, Field
+
+from app.engine.request import RequestError
+from app.schemas import ChatMessage
+from app.services import ServicesDep
+
+router = APIRouter()
+
+
+class TokenizeRequest(BaseModel):
+    content: str
+    add_special: bool = False
+    parse_special: bool = True
+
+
+class DetokenizeRequest(BaseModel):
+    tokens: list[int]
+
+
+class ApplyTemplateRequest(BaseModel):
+    messages: list[ChatMessage] = Field(min_length=1)
+
+
+@router.post("/tokenize")
+async def tokenize(body: TokenizeRequest, services: ServicesDep):
+    model = services.engine.model
+    return {"tokens": model.tokenize(body.content, body.add_special, body.parse_special)}
+
+
+@router.post("/detokenize")
+async def detokenize(body: DetokenizeRequest, services: ServicesDep):
+    model = services.engine.model
+    bad = [t for t in body.tokens if not 0 <= t < model.n_vocab]
+    if bad:
+        raise RequestError(
+            f"token {bad[0]} is outside the vocabulary (0..{model.n_vocab - 1})", param="tokens"
+        )
+    return {"content": model.detokenize(body.tokens)}
+
+
+@router.post("/apply-template")
+async def apply_template(body: ApplyTemplateRequest, services: ServicesDep):
+    messages = [m.for_template() for m in body.messages]
+    return {"prompt": services.prompter.render(messages)}

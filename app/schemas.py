@@ -1,0 +1,135 @@
+"""OpenAI-compatible request schemas (plus llama-server's extensions: cache_prompt, id_slot, ...).
+
+Unknown fields are ignored, as the OpenAI API and llama-server do, so any OpenAI client works.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from app.engine.sampler import SamplingParams
+
+
+class ImageURL(BaseModel):
+    url: str
+    detail: str | None = None
+
+
+class TextPart(BaseModel):
+    type: Literal["text"]
+    text: str
+
+
+class ImagePart(BaseModel):
+    type: Literal["image_url"]
+    image_url: ImageURL
+
+
+ContentPart = Annotated[TextPart | ImagePart, Field(discriminator="type")]
+
+
+class ChatMessage(BaseModel):
+    model_config = ConfigDict(extra="allow")
+
+    role: Literal["system", "developer", "user", "assistant", "tool"]
+    content: str | list[ContentPart] | None = None
+    name: str | None = None
+
+    def text(self) -> str:
+        if self.content is None:
+            return ""
+        if isinstance(self.content, str):
+            return self.content
+        return "".join(p.text for p in self.content if isinstance(p, TextPart))
+
+    def for_template(self) -> dict[str, str]:
+        """The shape chat templates expect: role and plain-text content."""
+        return {"role": self.role, "content": self.text()}
+
+    def has_images(self) -> bool:
+        return isinstance(self.content, list) and any(
+            isinstance(p, ImagePart) for p in self.content
+        )
+
+
+class StreamOptions(BaseModel):
+    include_usage: bool = False
+
+
+class GenerationFields(BaseModel):
+    """Fields shared by chat and text completions."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    model: str | None = None
+    stream: bool = False
+    stream_options: StreamOptions | None = None
+    max_tokens: int | None = Field(default=None, ge=1)
+    max_completion_tokens: int | None = Field(default=None, ge=1)
+    temperature: float = Field(default=0.8, ge=0.0, le=2.0)
+    top_p: float = Field(default=0.95, gt=0.0, le=1.0)
+    top_k: int = Field(default=40, ge=0)
+    min_p: float = Field(default=0.05, ge=0.0, le=1.0)
+    seed: int | None = None
+    repeat_penalty: float = Field(default=1.0, gt=0.0)
+    repeat_last_n: int = Field(default=64, ge=-1)
+    frequency_penalty: float = Field(default=0.0, ge=-2.0, le=2.0)
+    presence_penalty: float = Field(default=0.0, ge=-2.0, le=2.0)
+    stop: str | list[str] | None = None
+    n: int = Field(default=1, ge=1, le=1, description="only n=1 is supported")
+    ignore_eos: bool = False
+    cache_prompt: bool | None = None
+    id_slot: int | None = None
+
+    @model_validator(mode="after")
+    def _stop_list(self) -> GenerationFields:
+        if isinstance(self.stop, list) and len(self.stop) > 4:
+            raise ValueError("at most 4 stop sequences")
+        return self
+
+    def stop_list(self) -> list[str]:
+        if self.stop is None:
+            return []
+        return [self.stop] if isinstance(self.stop, str) else list(self.stop)
+
+    def token_limit(self) -> int | None:
+        return self.max_completion_tokens or self.max_tokens
+
+    def sampling(self, default_seed: int = -1) -> SamplingParams:
+        return SamplingParams(
+            temperature=self.temperature,
+            top_p=self.top_p,
+            top_k=self.top_k,
+            min_p=self.min_p,
+            seed=self.seed if self.seed is not None else default_seed,
+            repeat_penalty=self.repeat_penalty,
+            repeat_last_n=self.repeat_last_n,
+            frequency_penalty=self.frequency_penalty,
+            presence_penalty=self.presence_penalty,
+        )
+
+    def include_usage(self) -> bool:
+        return bool(self.stream_options and self.stream_options.include_usage)
+
+
+class ChatCompletionRequest(GenerationFields):
+    messages: list[ChatMessage] = Field(min_length=1)
+
+
+class CompletionRequest(GenerationFields):
+    prompt: str | list[int] | list[str] | list[list[int]]
+
+    def single_prompt(self) -> str | list[int]:
+        """One prompt; a list of several prompts is refused (one choice per request)."""
+        p = self.prompt
+        if isinstance(p, str):
+            return p
+        if len(p) == 0:
+            return []
+        if isinstance(p[0], int):
+            return p  # type: ignore[return-value]
+        if len(p) != 1:
+            raise ValueError("only one prompt per request is supported")
+        return p[0]  # type: ignore[return-value]

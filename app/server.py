@@ -1,0 +1,53 @@
+"""FastAPI application factory: builds the engine at start-up and tears it down at shutdown."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+
+from fastapi import FastAPI
+from fastapi.staticfiles import StaticFiles
+
+from app.config import Settings
+from app.engine.engine import Engine
+from app.errors import install_error_handlers
+from app.prompter import Prompter
+from app.routes import openai, system, tokens
+from app.services import Services
+
+log = logging.getLogger(__name__)
+FRONTEND = Path(__file__).resolve().parent.parent / "frontend"
+
+
+def create_app(settings: Settings | None = None) -> FastAPI:
+    settings = settings or Settings()
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        config = settings.engine_config()
+        log.info(
+            "loading model %s (ctx %d, %d slots)",
+            config.model_path,
+            config.n_ctx,
+            config.n_parallel,
+        )
+        engine = Engine(config)
+        engine.start()
+        app.state.services = Services(
+            settings, engine, Prompter(engine.model), settings.model_name()
+        )
+        try:
+            yield
+        finally:
+            engine.stop()
+
+    app = FastAPI(title="kvchat", version="0.1.0", lifespan=lifespan)
+    install_error_handlers(app)
+    app.include_router(openai.router)
+    app.include_router(system.router)
+    app.include_router(tokens.router)
+    if FRONTEND.is_dir():
+        app.mount("/", StaticFiles(directory=FRONTEND, html=True), name="frontend")
+    return app

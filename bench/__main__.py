@@ -1,0 +1,47 @@
+"""`python -m bench`: start our server, run the scenarios, print side-by-side ratios."""
+
+from __future__ import annotations
+
+import argparse
+
+from bench import core
+from tests.server import ServerProcess
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(prog="python -m bench")
+    p.add_argument("--url", help="use a running server instead of starting one")
+    p.add_argument("--parallel", default="4")
+    p.add_argument("--ctx-size", default="8192")
+    args = p.parse_args()
+
+    server = None
+    if args.url:
+        base_url = args.url.rstrip("/")
+    else:
+        server = ServerProcess("--parallel", args.parallel, "--ctx-size", args.ctx_size).start()
+        base_url = server.base_url
+    try:
+        rows = core.same_prompt_twice(base_url) + core.four_turn_chat(base_url)
+        print(
+            f"{'scenario':34} {'prompt':>6} {'cached':>6} {'cold s':>8} {'warm s':>8} "
+            f"{'warm/cold':>9}"
+        )
+        for name, warm, reference in rows:
+            print(
+                f"{name:34} {warm.prompt_tokens:6d} {warm.cached_tokens:6d} "
+                f"{reference.ttft:8.3f} {warm.ttft:8.3f} {warm.ttft / reference.ttft:9.3f}"
+            )
+        one = core.decode_throughput(base_url, 1)
+        four = core.decode_throughput(base_url, 4)
+        print(
+            f"\ndecode tokens/s: 1 stream {one:.1f}, 4 streams {four:.1f} aggregate, "
+            f"ratio {four / one:.2f}x"
+        )
+    finally:
+        if server is not None:
+            server.stop()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,67 @@
+"""A streaming OpenAI-compatible client that measures what the bench reports."""
+
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import dataclass, field
+
+import httpx
+
+
+@dataclass(slots=True)
+class Result:
+    ttft: float  # seconds from sending to the first content token
+    total: float  # seconds from sending to the end of the stream
+    text: str
+    completion_tokens: int
+    prompt_tokens: int
+    cached_tokens: int
+    timings: dict = field(default_factory=dict)
+
+
+def stream_chat(base_url: str, messages: list[dict], max_tokens: int = 16, **extra) -> Result:
+    body = {
+        "model": "default",
+        "messages": messages,
+        "max_tokens": max_tokens,
+        "temperature": 0,
+        "stream": True,
+        "stream_options": {"include_usage": True},
+        **extra,
+    }
+    t0 = time.perf_counter()
+    ttft = None
+    text = ""
+    usage: dict = {}
+    timings: dict = {}
+    with (
+        httpx.Client(timeout=600) as http,
+        http.stream("POST", base_url + "/v1/chat/completions", json=body) as resp,
+    ):
+        resp.raise_for_status()
+        for line in resp.iter_lines():
+            if not line.startswith("data: ") or line == "data: [DONE]":
+                continue
+            chunk = json.loads(line[6:])
+            if "error" in chunk:
+                raise RuntimeError(chunk["error"])
+            for choice in chunk.get("choices", []):
+                content = choice.get("delta", {}).get("content")
+                if content:
+                    if ttft is None:
+                        ttft = time.perf_counter() - t0
+                    text += content
+            usage = chunk.get("usage") or usage
+            timings = chunk.get("timings") or timings
+    total = time.perf_counter() - t0
+    details = usage.get("prompt_tokens_details") or {}
+    return Result(
+        ttft if ttft is not None else total,
+        total,
+        text,
+        usage.get("completion_tokens", 0),
+        usage.get("prompt_tokens", 0),
+        details.get("cached_tokens", 0),
+        timings,
+    )

@@ -1,0 +1,116 @@
+"""The engine on the real packaged model, without HTTP."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from app.engine.config import EngineConfig
+from app.engine.engine import Engine
+from app.engine.events import Failed, Finished, TextDelta
+from app.engine.request import GenerationRequest, RequestError
+from app.engine.sampler import SamplingParams
+from mm.token_sequence import MediaChunk, TokenSequence
+
+GREEDY = SamplingParams(temperature=0.0)
+
+
+@pytest.fixture(scope="module")
+def engine(model_path: str):
+    eng = Engine(EngineConfig(model_path=model_path, n_ctx=2048, n_parallel=2))
+    eng.start()
+    yield eng
+    eng.stop()
+
+
+def prompt_of(engine: Engine, text: str) -> TokenSequence:
+    return TokenSequence(engine.model.tokenize(text))
+
+
+async def collect(engine: Engine, request: GenerationRequest) -> tuple[str, Finished]:
+    text = ""
+    async for event in engine.open(request):
+        if isinstance(event, TextDelta):
+            text += event.text
+        elif isinstance(event, Finished):
+            return text, event
+        elif isinstance(event, Failed):
+            raise AssertionError(event.message)
+    raise AssertionError("no Finished event")
+
+
+def run(engine: Engine, request: GenerationRequest) -> tuple[str, Finished]:
+    return asyncio.run(collect(engine, request))
+
+
+def test_exact_repeat_evaluates_only_the_last_prompt_token(engine: Engine):
+    prompt = prompt_of(engine, "The quick brown fox jumps over the lazy dog. " * 4)
+    first_text, first = run(engine, GenerationRequest(prompt, GREEDY, max_tokens=6))
+    text, done = run(engine, GenerationRequest(prompt.copy(), GREEDY, max_tokens=6))
+    assert first.timings.prompt_n == len(prompt) - first.cached_tokens
+    assert done.cached_tokens == len(prompt) - 1
+    assert done.timings.prompt_n == 1
+    assert text == first_text
+
+
+def test_cache_prompt_false_recomputes_everything(engine: Engine):
+    prompt = prompt_of(engine, "Once upon a time in a land far away")
+    run(engine, GenerationRequest(prompt, GREEDY, max_tokens=4))
+    _, done = run(
+        engine, GenerationRequest(prompt.copy(), GREEDY, max_tokens=4, cache_prompt=False)
+    )
+    assert done.cached_tokens == 0 and done.timings.prompt_n == len(prompt)
+
+
+def test_slot_cache_holds_prompt_and_decoded_tokens(engine: Engine):
+    prompt = prompt_of(engine, "Counting: 1, 2, 3, 4,")
+    _, done = run(engine, GenerationRequest(prompt, GREEDY, max_tokens=5, id_slot=1))
+    assert done.finish_reason == "length"
+    slot = engine.slots()[1]
+    # The 5th sampled token ended the request before being decoded, so the KV has 4 of them.
+    assert slot.n_cached == len(prompt) + done.completion_tokens - 1
+
+
+def test_request_goes_to_the_slot_that_holds_its_prefix(engine: Engine):
+    a = prompt_of(engine, "Alpha document. " * 20)
+    b = prompt_of(engine, "Bravo document. " * 20)
+    _, done_a = run(engine, GenerationRequest(a, GREEDY, max_tokens=2))
+    _, done_b = run(engine, GenerationRequest(b, GREEDY, max_tokens=2))
+    assert done_a.timings.slot != done_b.timings.slot  # LRU spreads different prompts
+    a_more = a.copy()
+    a_more.extend(engine.model.tokenize(" And more.", add_special=False))
+    _, done = run(engine, GenerationRequest(a_more, GREEDY, max_tokens=2))
+    assert done.timings.slot == done_a.timings.slot
+    assert done.cached_tokens >= len(a) - 1
+
+
+def test_requests_queue_fifo_when_slots_are_busy(engine: Engine):
+    prompts = [prompt_of(engine, f"List {i}: a, b, c,") for i in range(5)]
+
+    async def all_of() -> list[tuple[str, Finished]]:
+        return await asyncio.gather(
+            *(
+                collect(engine, GenerationRequest(p, GREEDY, max_tokens=6, cache_prompt=False))
+                for p in prompts
+            )
+        )
+
+    results = asyncio.run(all_of())
+    assert [r[1].completion_tokens for r in results] == [6] * 5
+    assert all(s.state == "idle" for s in engine.slots())
+
+
+def test_bad_requests_are_refused_before_queueing(engine: Engine):
+    with pytest.raises(RequestError, match="2048"):
+        engine.validate(GenerationRequest(TokenSequence([1] * 3000)))
+    with pytest.raises(RequestError, match="id_slot"):
+        engine.validate(GenerationRequest(TokenSequence([1, 2]), id_slot=2))
+    with pytest.raises(RequestError, match="vocabulary|n_vocab|out"):
+        engine.validate(GenerationRequest(TokenSequence([1, engine.model.n_vocab])))
+    with pytest.raises(RequestError, match="empty"):
+        engine.validate(GenerationRequest(TokenSequence()))
+    media = TokenSequence([1])
+    media.add_media(MediaChunk("img", 4, 4))
+    with pytest.raises(RequestError, match="projector"):
+        engine.validate(GenerationRequest(media))

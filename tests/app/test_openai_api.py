@@ -1,0 +1,328 @@
+"""OpenAI-compatible API through the real path: uvicorn + packaged model + the `openai` SDK."""
+
+from __future__ import annotations
+
+import json
+import time
+from concurrent.futures import ThreadPoolExecutor
+
+import httpx
+import openai
+import pytest
+
+from tests.server import ServerProcess
+
+SYSTEM = (
+    "You are a helpful assistant for a small bakery called The Golden Crust. The bakery opens "
+    "at seven in the morning and closes at six in the evening, every day except Monday. It "
+    "sells sourdough bread, rye bread, croissants, cinnamon rolls, apple pie and lemon tarts. "
+    "Bread is baked fresh every morning; pastries are baked twice a day. The owner is Maria, "
+    "who has run the bakery for twenty years. Orders for cakes must be placed two days ahead. "
+    "Delivery is available within five kilometres for orders over twenty euros. Answer "
+    "questions briefly and politely, and never invent products that are not on the list."
+)
+
+
+@pytest.fixture(scope="module")
+def server():
+    with ServerProcess("--parallel", "4", "--ctx-size", "4096") as srv:
+        yield srv
+
+
+@pytest.fixture(scope="module")
+def client(server: ServerProcess) -> openai.OpenAI:
+    return openai.OpenAI(base_url=server.base_url + "/v1", api_key="unused", max_retries=0)
+
+
+def chat(client: openai.OpenAI, messages: list[dict], **extra) -> openai.types.chat.ChatCompletion:
+    extra_body = {k: extra.pop(k) for k in ("cache_prompt", "id_slot", "ignore_eos") if k in extra}
+    return client.chat.completions.create(
+        model="default", messages=messages, temperature=0, extra_body=extra_body or None, **extra
+    )
+
+
+def tokens_of(server: ServerProcess, messages: list[dict]) -> list[int]:
+    prompt = httpx.post(server.base_url + "/apply-template", json={"messages": messages}).json()
+    return httpx.post(
+        server.base_url + "/tokenize", json={"content": prompt["prompt"], "add_special": True}
+    ).json()["tokens"]
+
+
+def common_prefix(a: list[int], b: list[int]) -> int:
+    n = 0
+    while n < min(len(a), len(b)) and a[n] == b[n]:
+        n += 1
+    return n
+
+
+def wait_all_idle(server: ServerProcess, limit: float = 60.0) -> list[dict]:
+    deadline = time.monotonic() + limit
+    while True:
+        slots = httpx.get(server.base_url + "/slots").json()
+        if all(s["state"] == "idle" for s in slots) or time.monotonic() > deadline:
+            return slots
+        time.sleep(0.1)
+
+
+def test_chat_non_streaming(client: openai.OpenAI):
+    reply = chat(
+        client, [{"role": "user", "content": "What is the capital of France?"}], max_tokens=16
+    )
+    choice = reply.choices[0]
+    assert choice.message.role == "assistant"
+    assert choice.message.content.strip()
+    assert choice.finish_reason in ("stop", "length")
+    assert reply.usage.prompt_tokens > 5
+    assert 0 < reply.usage.completion_tokens <= 16
+    assert reply.usage.prompt_tokens_details.cached_tokens >= 0
+    timings = reply.model_extra["timings"]
+    assert timings["predicted_n"] == reply.usage.completion_tokens
+    assert timings["cache_n"] + timings["prompt_n"] == reply.usage.prompt_tokens
+
+
+def test_chat_streaming_matches_non_streaming_and_reports_usage(client: openai.OpenAI):
+    messages = [{"role": "user", "content": "Name three colours."}]
+    whole = chat(client, messages, max_tokens=20)
+    stream = chat(
+        client, messages, max_tokens=20, stream=True, stream_options={"include_usage": True}
+    )
+    text, finish, usage = "", None, None
+    for chunk in stream:
+        if chunk.choices:
+            text += chunk.choices[0].delta.content or ""
+            finish = chunk.choices[0].finish_reason or finish
+        if chunk.usage:
+            usage = chunk.usage
+    assert text == whole.choices[0].message.content
+    assert finish == whole.choices[0].finish_reason
+    assert usage is not None and usage.completion_tokens == whole.usage.completion_tokens
+    # The second identical prompt was served from the slot's KV (all but the last token).
+    assert usage.prompt_tokens_details.cached_tokens == usage.prompt_tokens - 1
+
+
+def test_shared_long_prefix_is_reused(server: ServerProcess, client: openai.OpenAI):
+    first = [
+        {"role": "system", "content": SYSTEM},
+        {"role": "user", "content": "When do you open?"},
+    ]
+    second = [{"role": "system", "content": SYSTEM}, {"role": "user", "content": "Do you deliver?"}]
+    chat(client, first, max_tokens=8)
+    reply = chat(client, second, max_tokens=8)
+    shared = common_prefix(tokens_of(server, first), tokens_of(server, second))
+    assert shared > 100
+    cached = reply.usage.prompt_tokens_details.cached_tokens
+    assert cached >= 0.9 * shared
+    assert reply.model_extra["timings"]["prompt_n"] == reply.usage.prompt_tokens - cached
+
+
+@pytest.mark.parametrize(
+    "question",
+    [
+        "Write a haiku about bread.",
+        "What do you sell?",
+        "Tell me about Maria.",
+    ],
+)
+def test_greedy_reply_is_the_same_with_and_without_cache(client: openai.OpenAI, question: str):
+    messages = [{"role": "system", "content": SYSTEM}, {"role": "user", "content": question}]
+    cold = chat(client, messages, max_tokens=32, cache_prompt=False)
+    assert cold.usage.prompt_tokens_details.cached_tokens == 0
+    warm = chat(client, messages, max_tokens=32)
+    assert warm.usage.prompt_tokens_details.cached_tokens > 0.9 * warm.usage.prompt_tokens
+    assert warm.choices[0].message.content == cold.choices[0].message.content
+
+
+def test_eight_concurrent_clients_on_four_slots(server: ServerProcess, client: openai.OpenAI):
+    starts = [3, 10, 21, 40, 57, 72, 85, 110]
+
+    def prompt(n: int) -> str:
+        return ", ".join(str(i) for i in range(n, n + 6)) + ","
+
+    def complete(n: int) -> str:
+        r = client.completions.create(
+            model="default",
+            prompt=prompt(n),
+            max_tokens=12,
+            temperature=0,
+            extra_body={"cache_prompt": False},
+        )
+        return r.choices[0].text
+
+    alone = {n: complete(n) for n in starts}
+    with ThreadPoolExecutor(max_workers=8) as pool:
+        together = dict(zip(starts, pool.map(complete, starts), strict=True))
+    for n in starts:
+        # Each continuation goes on counting from its own prompt: no cross-talk between slots.
+        assert together[n].lstrip().startswith(str(n + 6)), (n, together[n])
+        assert together[n] == alone[n], (n, together[n], alone[n])
+    assert all(s["state"] == "idle" for s in wait_all_idle(server))
+
+
+def test_client_disconnect_frees_the_slot_and_keeps_its_kv(server: ServerProcess):
+    body = {
+        "messages": [{"role": "user", "content": "Tell me a very long story."}],
+        "stream": True,
+        "max_tokens": 3000,
+        "ignore_eos": True,
+        "id_slot": 2,
+    }
+    received = 0
+    with (
+        httpx.Client(timeout=60) as http,
+        http.stream("POST", server.base_url + "/v1/chat/completions", json=body) as resp,
+    ):
+        assert resp.status_code == 200
+        for line in resp.iter_lines():
+            if line.startswith("data: ") and '"content"' in line:
+                received += 1
+            if received >= 5:
+                break  # leaving the block closes the connection mid-stream
+    slots = wait_all_idle(server)
+    slot = slots[2]
+    assert slot["state"] == "idle"
+    # Its KV is kept: prompt plus the tokens generated before the client left, far short of 3000.
+    assert 10 < slot["n_cached"] < 1000
+    again = httpx.post(
+        server.base_url + "/v1/chat/completions",
+        timeout=60,
+        json={**body, "stream": False, "max_tokens": 4},
+    ).json()
+    assert (
+        again["usage"]["prompt_tokens_details"]["cached_tokens"]
+        == again["usage"]["prompt_tokens"] - 1
+    )
+
+
+def error_of(resp: httpx.Response) -> dict:
+    body = resp.json()
+    assert set(body) == {"error"}, body
+    assert {"message", "type", "code"} <= set(body["error"])
+    return body["error"]
+
+
+def test_prompt_longer_than_context_is_400_naming_both_sizes(server: ServerProcess):
+    long = "word " * 5000
+    resp = httpx.post(
+        server.base_url + "/v1/chat/completions",
+        timeout=60,
+        json={"messages": [{"role": "user", "content": long}]},
+    )
+    assert resp.status_code == 400
+    message = error_of(resp)["message"]
+    n_prompt = len(tokens_of(server, [{"role": "user", "content": long}]))
+    assert str(n_prompt) in message and "4096" in message
+
+
+@pytest.mark.parametrize(
+    "payload, status",
+    [
+        (b"{not json", 400),
+        (json.dumps({"messages": "hello"}).encode(), 400),
+        (json.dumps({"messages": []}).encode(), 400),
+        (json.dumps({"messages": [{"role": "wizard", "content": "hi"}]}).encode(), 400),
+        (
+            json.dumps(
+                {"messages": [{"role": "user", "content": "hi"}], "temperature": "hot"}
+            ).encode(),
+            400,
+        ),
+        (
+            json.dumps({"messages": [{"role": "user", "content": "hi"}], "max_tokens": 0}).encode(),
+            400,
+        ),
+        (json.dumps({"messages": [{"role": "user", "content": "hi"}], "n": 2}).encode(), 400),
+        (json.dumps({"messages": [{"role": "user", "content": "hi"}], "id_slot": 9}).encode(), 400),
+        (
+            json.dumps(
+                {
+                    "messages": [
+                        {
+                            "role": "user",
+                            "content": [
+                                {
+                                    "type": "image_url",
+                                    "image_url": {"url": "data:image/png;base64,AAAA"},
+                                }
+                            ],
+                        }
+                    ]
+                }
+            ).encode(),
+            400,
+        ),
+    ],
+)
+def test_bad_chat_input_gets_openai_error(server: ServerProcess, payload: bytes, status: int):
+    resp = httpx.post(
+        server.base_url + "/v1/chat/completions",
+        content=payload,
+        headers={"Content-Type": "application/json"},
+    )
+    assert resp.status_code == status
+    error_of(resp)
+
+
+def test_bad_input_messages_name_the_problem(server: ServerProcess):
+    def post(body: dict) -> str:
+        resp = httpx.post(server.base_url + "/v1/chat/completions", json=body)
+        assert resp.status_code == 400
+        return error_of(resp)["message"]
+
+    user = [{"role": "user", "content": "hi"}]
+    assert "id_slot" in post({"messages": user, "id_slot": 9})
+    assert "--mmproj" in post(
+        {
+            "messages": [
+                {
+                    "role": "user",
+                    "content": [
+                        {"type": "image_url", "image_url": {"url": "data:image/png;base64,AAAA"}}
+                    ],
+                }
+            ]
+        }
+    )
+    resp = httpx.post(server.base_url + "/v1/completions", json={"prompt": [1, -5, 3]})
+    assert resp.status_code == 400 and "-5" in error_of(resp)["message"]
+    resp = httpx.post(server.base_url + "/v1/completions", json={"prompt": [1, 10**7]})
+    assert resp.status_code == 400 and str(10**7) in error_of(resp)["message"]
+
+
+def test_server_keeps_serving_after_bad_requests(client: openai.OpenAI):
+    reply = chat(client, [{"role": "user", "content": "Say hello."}], max_tokens=8)
+    assert reply.choices[0].message.content
+
+
+def test_text_completion_with_text_and_token_prompts(server: ServerProcess, client: openai.OpenAI):
+    by_text = client.completions.create(
+        model="default", prompt="The sky is", max_tokens=8, temperature=0
+    )
+    tokens = httpx.post(
+        server.base_url + "/tokenize", json={"content": "The sky is", "add_special": True}
+    ).json()["tokens"]
+    by_tokens = client.completions.create(
+        model="default", prompt=tokens, max_tokens=8, temperature=0
+    )
+    assert by_text.choices[0].text == by_tokens.choices[0].text != ""
+    assert by_text.object == "text_completion"
+
+
+def test_stop_strings_and_max_tokens(client: openai.OpenAI):
+    prompt = "1, 2, 3, 4, 5, 6,"
+    free = client.completions.create(model="default", prompt=prompt, max_tokens=12, temperature=0)
+    text = free.choices[0].text
+    assert "9" in text
+    stopped = client.completions.create(
+        model="default", prompt=prompt, max_tokens=12, temperature=0, stop=["9"]
+    )
+    assert stopped.choices[0].text == text[: text.index("9")]
+    assert stopped.choices[0].finish_reason == "stop"
+    limited = client.completions.create(model="default", prompt=prompt, max_tokens=3, temperature=0)
+    assert limited.usage.completion_tokens == 3 and limited.choices[0].finish_reason == "length"
+
+
+def test_models_and_health(server: ServerProcess, client: openai.OpenAI):
+    models = client.models.list()
+    assert len(models.data) == 1 and models.data[0].id
+    health = httpx.get(server.base_url + "/health").json()
+    assert health["status"] == "ok"
