@@ -52,11 +52,14 @@ async def respond(
     watcher = asyncio.create_task(_watch_disconnect(http, stream))
     try:
         parts: list[str] = []
+        logprobs = [] if request.logprobs is not None else None
         async for event in stream:
             if isinstance(event, TextDelta):
                 parts.append(event.text)
+                if logprobs is not None and event.logprobs:
+                    logprobs.extend(event.logprobs)
             elif isinstance(event, Finished):
-                return JSONResponse(envelope.whole("".join(parts), event))
+                return JSONResponse(envelope.whole("".join(parts), event, logprobs))
             elif isinstance(event, Failed):
                 return error_response(event.message, event.status, code=event.code)
     finally:
@@ -75,9 +78,12 @@ async def _stream(
         opening = shape.opening()
         if opening is not None:
             yield _sse(envelope.chunk(opening))
+        offset = 0  # characters sent so far (the legacy logprobs shape wants text offsets)
         async for event in stream:
             if isinstance(event, TextDelta):
-                yield _sse(envelope.chunk(shape.delta(event.text)))
+                lp = shape.logprobs(event.logprobs, offset) if event.logprobs is not None else None
+                yield _sse(envelope.chunk(shape.delta(event.text, lp)))
+                offset += len(event.text)
             elif isinstance(event, Finished):
                 yield _sse(
                     envelope.chunk(

@@ -10,7 +10,7 @@ import time
 import uuid
 from typing import Any
 
-from app.engine.events import Finished
+from app.engine.events import Finished, TokenLogprob
 
 
 def usage(done: Finished) -> dict[str, Any]:
@@ -32,20 +32,35 @@ class ChatShape:
         return {"index": 0, "delta": {"role": "assistant", "content": ""}, "finish_reason": None}
 
     @staticmethod
-    def delta(text: str) -> dict[str, Any]:
-        return {"index": 0, "delta": {"content": text}, "finish_reason": None}
+    def delta(text: str, logprobs: dict[str, Any] | None) -> dict[str, Any]:
+        return {"index": 0, "delta": {"content": text}, "finish_reason": None, "logprobs": logprobs}
 
     @staticmethod
     def closing(reason: str) -> dict[str, Any]:
         return {"index": 0, "delta": {}, "finish_reason": reason}
 
     @staticmethod
-    def whole(text: str, reason: str) -> dict[str, Any]:
+    def whole(text: str, reason: str, logprobs: dict[str, Any] | None) -> dict[str, Any]:
         return {
             "index": 0,
             "message": {"role": "assistant", "content": text},
             "finish_reason": reason,
-            "logprobs": None,
+            "logprobs": logprobs,
+        }
+
+    @staticmethod
+    def logprobs(items: list[TokenLogprob], _offset: int) -> dict[str, Any]:
+        return {
+            "content": [
+                {
+                    "token": i.token,
+                    "logprob": i.logprob,
+                    "bytes": i.bytes,
+                    "top_logprobs": [{"token": t, "logprob": lp, "bytes": b} for t, lp, b in i.top],
+                }
+                for i in items
+            ],
+            "refusal": None,
         }
 
 
@@ -59,16 +74,30 @@ class TextShape:
         return None
 
     @staticmethod
-    def delta(text: str) -> dict[str, Any]:
-        return {"index": 0, "text": text, "finish_reason": None, "logprobs": None}
+    def delta(text: str, logprobs: dict[str, Any] | None) -> dict[str, Any]:
+        return {"index": 0, "text": text, "finish_reason": None, "logprobs": logprobs}
 
     @staticmethod
     def closing(reason: str) -> dict[str, Any]:
         return {"index": 0, "text": "", "finish_reason": reason, "logprobs": None}
 
     @staticmethod
-    def whole(text: str, reason: str) -> dict[str, Any]:
-        return {"index": 0, "text": text, "finish_reason": reason, "logprobs": None}
+    def whole(text: str, reason: str, logprobs: dict[str, Any] | None) -> dict[str, Any]:
+        return {"index": 0, "text": text, "finish_reason": reason, "logprobs": logprobs}
+
+    @staticmethod
+    def logprobs(items: list[TokenLogprob], offset: int) -> dict[str, Any]:
+        """The legacy completions shape; `offset` is where the first item's text starts."""
+        offsets = []
+        for i in items:
+            offsets.append(offset)
+            offset += len(i.token)
+        return {
+            "tokens": [i.token for i in items],
+            "token_logprobs": [i.logprob for i in items],
+            "top_logprobs": [{t: lp for t, lp, _ in i.top} for i in items],
+            "text_offset": offsets,
+        }
 
 
 Shape = type[ChatShape] | type[TextShape]
@@ -96,10 +125,13 @@ class Envelope:
     def chunk(self, choice: dict[str, Any] | None, **extra: Any) -> dict[str, Any]:
         return self.make(self.shape.chunk_object, [choice] if choice else [], **extra)
 
-    def whole(self, text: str, done: Finished) -> dict[str, Any]:
+    def whole(
+        self, text: str, done: Finished, logprobs: list[TokenLogprob] | None
+    ) -> dict[str, Any]:
+        lp = self.shape.logprobs(logprobs, 0) if logprobs is not None else None
         return self.make(
             self.shape.object,
-            [self.shape.whole(text, done.finish_reason)],
+            [self.shape.whole(text, done.finish_reason, lp)],
             usage=usage(done),
             timings=done.timings.as_dict(),
         )

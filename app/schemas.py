@@ -113,13 +113,26 @@ class GenerationFields(BaseModel):
     def include_usage(self) -> bool:
         return bool(self.stream_options and self.stream_options.include_usage)
 
+    def logprobs_n(self) -> int | None:
+        """None: no logprobs; n: each token's logprob and the n most likely alternatives."""
+        return None
+
 
 class ChatCompletionRequest(GenerationFields):
     messages: list[ChatMessage] = Field(min_length=1)
+    logprobs: bool = False
+    top_logprobs: int | None = Field(default=None, ge=0, le=20)
+
+    def logprobs_n(self) -> int | None:
+        return (self.top_logprobs or 0) if self.logprobs else None
 
 
 class CompletionRequest(GenerationFields):
     prompt: str | list[int] | list[str] | list[list[int]]
+    logprobs: int | None = Field(default=None, ge=0, le=20)
+
+    def logprobs_n(self) -> int | None:
+        return self.logprobs
 
     def single_prompt(self) -> str | list[int]:
         """One prompt; a list of several prompts is refused (one choice per request)."""

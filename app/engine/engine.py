@@ -88,6 +88,8 @@ class Engine:
                 f"0..{len(self.scheduler.slots) - 1}",
                 param="id_slot",
             )
+        if request.logprobs is not None and not 0 <= request.logprobs <= 20:
+            raise RequestError("top_logprobs must be between 0 and 20", param="top_logprobs")
         if request.max_tokens is not None and request.max_tokens < 1:
             raise RequestError("max_tokens must be at least 1", param="max_tokens")
 
@@ -177,7 +179,9 @@ class Engine:
             token = task.sampler.sample(self.model.ctx, p.row)
             room_left = n_ctx - p.slot.cache.n_pos - 1
             piece = self.model.token_to_piece(token)
-            if not task.on_token(token, piece, self.model.is_eog(token), room_left):
+            n_top = task.request.logprobs
+            logprob = self.model.logprob(p.row, token, n_top) if n_top is not None else None
+            if not task.on_token(token, piece, self.model.is_eog(token), room_left, logprob):
                 self.scheduler.release(task)
 
     def _make_room(self, planned: list[Planned]) -> bool:

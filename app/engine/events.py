@@ -37,9 +37,21 @@ class Timings:
 
 
 @dataclass(slots=True)
+class TokenLogprob:
+    """A generated token's log-probability under the model (before sampling settings), and the
+    most likely alternatives at that step, as OpenAI's `logprobs` reports them."""
+
+    token: str
+    logprob: float
+    bytes: list[int]
+    top: list[tuple[str, float, list[int]]]
+
+
+@dataclass(slots=True)
 class TextDelta:
     text: str
-    tokens: list[int]
+    tokens: list[int]  # the tokens whose text this delta completes
+    logprobs: list[TokenLogprob] | None = None
 
 
 @dataclass(slots=True)

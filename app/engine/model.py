@@ -11,11 +11,15 @@ import ctypes
 import logging
 
 import llama_cpp
+import numpy as np
 
 from app.engine.batch import Batch
 from app.engine.config import EngineConfig
+from app.engine.events import TokenLogprob
 
 log = logging.getLogger(__name__)
+
+_LEVELS = {1: logging.DEBUG, 2: logging.INFO, 3: logging.WARNING, 4: logging.ERROR}
 
 # Keep the C callback alive for the life of the process: llama.cpp holds the raw pointer.
 _LOG_CALLBACK = None
@@ -28,13 +32,11 @@ def _install_log_callback(verbose: bool) -> None:
 
     @llama_cpp.llama_log_callback
     def _callback(level: int, text: bytes, _user_data: ctypes.c_void_p) -> None:
-        # level 2 = WARN, 3 = ERROR in ggml_log_level; the rest only when verbose.
-        if verbose or level in (2, 3):
-            log.log(
-                logging.ERROR if level == 3 else logging.WARNING if level == 2 else logging.DEBUG,
-                "llama.cpp: %s",
-                text.decode("utf-8", "replace").rstrip(),
-            )
+        # ggml_log_level: 1 DEBUG, 2 INFO, 3 WARN, 4 ERROR, 5 CONT (continues the last line).
+        # Warnings and errors always; the rest only when verbose.
+        py_level = _LEVELS.get(level, logging.DEBUG)
+        if verbose or py_level >= logging.WARNING:
+            log.log(py_level, "llama.cpp: %s", text.decode("utf-8", "replace").rstrip())
 
     _LOG_CALLBACK = _callback
     llama_cpp.llama_log_set(_LOG_CALLBACK, ctypes.c_void_p(0))
@@ -145,6 +147,24 @@ class Model:
     def decode(self, batch: Batch) -> int:
         """llama_decode; 0 = ok, 1 = no KV room for the batch, other = error. Releases the GIL."""
         return llama_cpp.llama_decode(self._ctx, batch.raw)
+
+    def logprob(self, row: int, token: int, n_top: int) -> TokenLogprob:
+        """Log-softmax of batch row `row`'s raw logits: the token's logprob and the n_top best."""
+        ptr = llama_cpp.llama_get_logits_ith(self._ctx, row)
+        logits = np.ctypeslib.as_array(ptr, shape=(self.n_vocab,)).astype(np.float64)
+        shifted = logits - logits.max()
+        logprobs = shifted - np.log(np.exp(shifted).sum())
+
+        def entry(t: int) -> tuple[str, float, list[int]]:
+            raw = self.token_to_piece(t)
+            return raw.decode("utf-8", "replace"), float(logprobs[t]), list(raw)
+
+        top: list[tuple[str, float, list[int]]] = []
+        if n_top > 0:
+            best = np.argpartition(-logprobs, n_top)[:n_top]
+            top = [entry(int(t)) for t in best[np.argsort(-logprobs[best])]]
+        text, value, raw = entry(token)
+        return TokenLogprob(text, value, raw, top)
 
     @property
     def ctx(self) -> llama_cpp.llama_context_p:

@@ -17,6 +17,7 @@ class GenerationRequest:
     ignore_eos: bool = False
     cache_prompt: bool | None = None  # None: the server default
     id_slot: int | None = None  # pin to this slot (waits for it if busy)
+    logprobs: int | None = None  # None: off; n: report each token's logprob and the n best
 
 
 class RequestError(ValueError):

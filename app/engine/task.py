@@ -10,7 +10,7 @@ import itertools
 import time
 from collections.abc import Callable
 
-from app.engine.events import Event, Failed, Finished, TextDelta, Timings
+from app.engine.events import Event, Failed, Finished, TextDelta, Timings, TokenLogprob
 from app.engine.request import GenerationRequest
 from app.engine.sampler import Sampler
 from app.engine.text_stream import TextStream
@@ -35,6 +35,9 @@ class Task:
         self.next_token: int | None = None  # sampled, not yet decoded into the KV
         self.n_generated = 0
         self.text = TextStream(request.stop)
+        # Tokens (and their logprobs) whose text is still held back by the TextStream.
+        self._held_tokens: list[int] = []
+        self._held_logprobs: list[TokenLogprob] = []
         self.slot_id = -1
         self.t_queued = time.perf_counter()
         self.t_start = 0.0
@@ -55,7 +58,14 @@ class Task:
         self.sampler = sampler
         self.t_start = time.perf_counter()
 
-    def on_token(self, token: int, piece: bytes, is_eog: bool, room_left: int) -> bool:
+    def on_token(
+        self,
+        token: int,
+        piece: bytes,
+        is_eog: bool,
+        room_left: int,
+        logprob: TokenLogprob | None = None,
+    ) -> bool:
         """Handle one sampled token; True if generation goes on (the token must be decoded next).
 
         `room_left` is how many more tokens the slot's context can hold after this one.
@@ -66,9 +76,10 @@ class Task:
             self.finish("stop")
             return False
         self.n_generated += 1
-        text = self.text.push(piece)
-        if text:
-            self.sink(TextDelta(text, [token]))
+        self._held_tokens.append(token)
+        if logprob is not None:
+            self._held_logprobs.append(logprob)
+        self._emit(self.text.push(piece))
         if self.text.stop_hit is not None:
             self.finish("stop")
             return False
@@ -79,12 +90,17 @@ class Task:
         self.next_token = token
         return True
 
+    def _emit(self, text: str) -> None:
+        if not text:
+            return
+        logprobs = self._held_logprobs if self.request.logprobs is not None else None
+        self.sink(TextDelta(text, self._held_tokens, logprobs))
+        self._held_tokens, self._held_logprobs = [], []
+
     def finish(self, reason: str) -> None:
         if self.done:
             return
-        tail = self.text.finish()
-        if tail:
-            self.sink(TextDelta(tail, []))
+        self._emit(self.text.finish())
         self.sink(
             Finished(reason, self.prompt_len, self.n_generated, self.n_cached, self.timings())
         )

@@ -27,6 +27,7 @@ def _generation(
         ignore_eos=body.ignore_eos,
         cache_prompt=body.cache_prompt,
         id_slot=body.id_slot,
+        logprobs=body.logprobs_n(),
     )
 
 
