@@ -20,6 +20,11 @@ class Result:
     timings: dict = field(default_factory=dict)
 
 
+# One client for the whole run (thread-safe, pooled): creating one per request costs tens of ms
+# (SSL context, CA bundle) that would be counted as time to first token.
+_http = httpx.Client(timeout=600, limits=httpx.Limits(max_connections=64))
+
+
 def stream_chat(base_url: str, messages: list[dict], max_tokens: int = 16, **extra) -> Result:
     body = {
         "model": "default",
@@ -35,10 +40,7 @@ def stream_chat(base_url: str, messages: list[dict], max_tokens: int = 16, **ext
     text = ""
     usage: dict = {}
     timings: dict = {}
-    with (
-        httpx.Client(timeout=600) as http,
-        http.stream("POST", base_url + "/v1/chat/completions", json=body) as resp,
-    ):
+    with _http.stream("POST", base_url + "/v1/chat/completions", json=body) as resp:
         resp.raise_for_status()
         for line in resp.iter_lines():
             if not line.startswith("data: ") or line == "data: [DONE]":

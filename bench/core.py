@@ -47,7 +47,7 @@ def cold(base_url: str, messages: list[dict], **kw) -> Result:
 
 
 def same_prompt_twice(base_url: str) -> list[tuple[str, Result, Result]]:
-    doc = long_document(12, uuid.uuid4().hex[:8])
+    doc = long_document(16, uuid.uuid4().hex[:8])
     messages = [
         {"role": "system", "content": doc},
         {"role": "user", "content": "Summarise section 3 in one sentence."},
