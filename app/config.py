@@ -9,7 +9,7 @@ from __future__ import annotations
 import importlib.util
 from pathlib import Path
 
-from pydantic import Field
+from pydantic import Field, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from app.engine.config import EngineConfig
@@ -49,6 +49,15 @@ class Settings(BaseSettings):
     warmup: bool = True
     verbose: bool = False
     log_level: str = "info"
+
+    @model_validator(mode="after")
+    def _batch_holds_every_slot(self) -> Settings:
+        # Every generating slot puts one token into each llama_decode.
+        if self.batch_size < self.parallel:
+            raise ValueError(
+                f"--batch-size ({self.batch_size}) must be at least --parallel ({self.parallel})"
+            )
+        return self
 
     def model_path(self) -> str:
         return self.model or packaged_model_path()

@@ -69,7 +69,7 @@ class GenerationFields(BaseModel):
     max_tokens: int | None = Field(default=None, ge=1)
     max_completion_tokens: int | None = Field(default=None, ge=1)
     temperature: float = Field(default=0.8, ge=0.0, le=2.0)
-    top_p: float = Field(default=0.95, gt=0.0, le=1.0)
+    top_p: float = Field(default=0.95, ge=0.0, le=1.0)
     top_k: int = Field(default=40, ge=0)
     min_p: float = Field(default=0.05, ge=0.0, le=1.0)
     seed: int | None = None
@@ -82,6 +82,17 @@ class GenerationFields(BaseModel):
     ignore_eos: bool = False
     cache_prompt: bool | None = None
     id_slot: int | None = None
+
+    @model_validator(mode="before")
+    @classmethod
+    def _nulls_mean_default(cls, data: object) -> object:
+        # The OpenAI API lets clients send null for optional fields; null means "the default".
+        # id_slot -1 means "any slot" in llama-server.
+        if isinstance(data, dict):
+            data = {k: v for k, v in data.items() if v is not None}
+            if isinstance(data.get("id_slot"), int) and data["id_slot"] < 0:
+                del data["id_slot"]
+        return data
 
     @model_validator(mode="after")
     def _stop_list(self) -> GenerationFields:

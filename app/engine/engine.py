@@ -35,6 +35,7 @@ class Engine:
         self._lock = threading.Lock()
         self._wake = threading.Event()
         self._stopping = False
+        self.dead = False  # the engine thread died: nothing will be served any more
         self._thread: threading.Thread | None = None
         if config.warmup:
             self._warmup()
@@ -50,6 +51,9 @@ class Engine:
         self._wake.set()
         if self._thread is not None:
             self._thread.join(timeout=30)
+            if self._thread.is_alive():  # still inside llama_decode: freeing now would crash
+                log.error("engine thread did not stop; leaving the model loaded")
+                return
         self._batch.close()
         self.model.close()
 
@@ -101,6 +105,8 @@ class Engine:
         )
         task = Task(request, sink, cache_prompt)
         with self._lock:
+            if self._stopping or self.dead:
+                raise RequestError("the server is shutting down", code="unavailable", status=503)
             self._inbox.append(task)
         self._wake.set()
         return task
@@ -123,22 +129,34 @@ class Engine:
     # --- the loop (engine thread only) ----------------------------------------------------------
 
     def _run(self) -> None:
-        while not self._stopping:
-            self._intake()
-            if not self.scheduler.has_work:
-                self._wake.wait(timeout=1.0)
-                self._wake.clear()
-                continue
-            try:
-                self._step()
-            except Exception:  # a bug in one step must not kill the server
-                log.exception("engine step failed; failing the active requests")
-                for task in list(self.scheduler.active):
-                    self.scheduler.slot_of(task).erase(self.model)
-                    task.fail("internal error while generating")
-                    self.scheduler.release(task)
-        for task in list(self.scheduler.active) + list(self.scheduler.waiting) + self._inbox:
-            task.fail("the server is shutting down", status=503, code="unavailable")
+        try:
+            while not self._stopping:
+                try:
+                    self._intake()
+                    if not self.scheduler.has_work:
+                        self._wake.wait(timeout=1.0)
+                        self._wake.clear()
+                        continue
+                    self._step()
+                except Exception:  # a bug in one step must not kill the server
+                    log.exception("engine step failed; failing the active requests")
+                    self._fail_active()
+        except BaseException:
+            log.exception("engine thread died")
+            self.dead = True
+            raise
+        finally:
+            self._stopping = True
+            with self._lock:
+                pending, self._inbox = self._inbox, []
+            for task in list(self.scheduler.active) + list(self.scheduler.waiting) + pending:
+                task.fail("the server is shutting down", status=503, code="unavailable")
+
+    def _fail_active(self) -> None:
+        for task in list(self.scheduler.active):
+            self.scheduler.slot_of(task).erase(self.model)
+            task.fail("internal error while generating")
+            self.scheduler.release(task)
 
     def _intake(self) -> None:
         with self._lock:
@@ -153,7 +171,7 @@ class Engine:
     def _admit(self, task: Task, slot) -> None:
         prompt = task.request.prompt
         n_cached = slot.prepare(prompt, task.cache_prompt, self.model)
-        sampler = Sampler(task.request.sampling, self.model.n_vocab)
+        sampler = Sampler(task.request.sampling, self.model.n_vocab, self.model.n_ctx)
         sampler.accept_prompt(prompt.text_tokens(0, len(prompt)) if not prompt.has_media else [])
         task.start(slot.id, n_cached, sampler)
         self.scheduler.bind(task, slot)
@@ -197,7 +215,9 @@ class Engine:
             idle[0].erase(self.model)
             return True
         if self.scheduler.active:
-            task = self.scheduler.active[-1]
+            # Stop whoever holds the most KV: it frees the most room and is the likeliest to be
+            # the one that filled the context.
+            task = max(self.scheduler.active, key=lambda t: len(self.scheduler.slot_of(t).cache))
             log.warning("KV full: stopping task %d", task.id)
             if task.prefilling:
                 self.scheduler.slot_of(task).erase(self.model)

@@ -41,8 +41,12 @@ class SamplingParams:
 class Sampler:
     """Owns one llama_sampler chain; `close()` frees it (the engine does when a request ends)."""
 
-    def __init__(self, params: SamplingParams, n_vocab: int) -> None:
+    def __init__(self, params: SamplingParams, n_vocab: int, n_ctx: int) -> None:
+        # llama.cpp allocates the penalty window up front: an unbounded request value would ask
+        # for gigabytes inside the engine thread. -1 means the whole context, as in llama-server.
+        last_n = n_ctx if params.repeat_last_n < 0 else min(params.repeat_last_n, n_ctx)
         self.params = params
+        self._last_n = last_n
         chain = llama_cpp.llama_sampler_chain_init(llama_cpp.llama_sampler_chain_default_params())
         add = llama_cpp.llama_sampler_chain_add
         if params.has_penalties:
@@ -74,11 +78,7 @@ class Sampler:
         """Feed prompt tokens to the penalty window, as llama-server does."""
         if not self.params.has_penalties:
             return
-        for token in (
-            tokens[-max(self.params.repeat_last_n, 0) :]
-            if self.params.repeat_last_n > 0
-            else tokens
-        ):
+        for token in tokens[-self._last_n :]:
             llama_cpp.llama_sampler_accept(self._chain, token)
 
     def sample(self, ctx: llama_cpp.llama_context_p, batch_index: int) -> int:

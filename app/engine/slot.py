@@ -71,10 +71,12 @@ class Slot:
         self.last_used = time.monotonic()
 
     def info(self) -> SlotInfo:
+        # Read by the event loop while the engine thread runs: take each field once.
+        task = self.task
         return SlotInfo(
             self.id,
-            "idle" if self.idle else "processing",
+            "idle" if task is None else "processing",
             len(self.cache),
-            self.task.id if self.task else None,
+            task.id if task is not None else None,
             self.last_used,
         )

@@ -6,6 +6,7 @@ import dataclasses
 
 from fastapi import APIRouter
 
+from app.errors import error_response
 from app.services import ServicesDep
 
 router = APIRouter()
@@ -13,6 +14,8 @@ router = APIRouter()
 
 @router.get("/health")
 async def health(services: ServicesDep):
+    if services.engine.dead:
+        return error_response("the inference engine stopped; restart the server", 503)
     slots = services.engine.slots()
     idle = sum(1 for s in slots if s.state == "idle")
     return {

@@ -337,6 +337,36 @@ def test_bad_input_messages_name_the_problem(server: ServerProcess):
     assert resp.status_code == 400 and str(10**7) in error_of(resp)["message"]
 
 
+def test_openai_nulls_and_llama_server_conventions_are_accepted(server: ServerProcess):
+    body = {
+        "messages": [{"role": "user", "content": "Hi"}],
+        "max_tokens": 2,
+        "temperature": None,
+        "top_p": 0,
+        "n": None,
+        "stream": None,
+        "logprobs": None,
+        "presence_penalty": None,
+        "id_slot": -1,
+    }
+    resp = httpx.post(server.base_url + "/v1/chat/completions", json=body, timeout=60)
+    assert resp.status_code == 200, resp.text
+    assert resp.json()["usage"]["completion_tokens"] >= 1
+
+
+def test_huge_penalty_window_is_clamped_not_fatal(server: ServerProcess):
+    # llama.cpp allocates the penalty window up front; unclamped, this asks for ~8 GB.
+    body = {
+        "messages": [{"role": "user", "content": "Hi"}],
+        "max_tokens": 2,
+        "frequency_penalty": 0.5,
+        "repeat_last_n": 2**31 - 1,
+    }
+    resp = httpx.post(server.base_url + "/v1/chat/completions", json=body, timeout=60)
+    assert resp.status_code == 200, resp.text
+    assert httpx.get(server.base_url + "/health").json()["status"] == "ok"
+
+
 def test_server_keeps_serving_after_bad_requests(client: openai.OpenAI):
     reply = chat(client, [{"role": "user", "content": "Say hello."}], max_tokens=8)
     assert reply.choices[0].message.content
@@ -375,3 +405,47 @@ def test_models_and_health(server: ServerProcess, client: openai.OpenAI):
     assert len(models.data) == 1 and models.data[0].id
     health = httpx.get(server.base_url + "/health").json()
     assert health["status"] == "ok"
+
+
+def test_event_loop_serves_while_a_slot_generates(server: ServerProcess):
+    """/health answers during a generation, so the HTTP loop is not blocked by llama_decode."""
+    body = {
+        "messages": [{"role": "user", "content": "Write a long essay."}],
+        "stream": True,
+        "max_tokens": 400,
+        "ignore_eos": True,
+        "temperature": 0,
+    }
+    seen_processing = False
+    chunks_after = 0
+    with (
+        httpx.Client(timeout=60) as http,
+        http.stream("POST", server.base_url + "/v1/chat/completions", json=body) as resp,
+    ):
+        for line in resp.iter_lines():
+            if not line.startswith("data: {"):
+                continue
+            if not seen_processing:
+                health = httpx.get(server.base_url + "/health", timeout=10).json()
+                seen_processing = health["slots_processing"] >= 1
+            else:
+                chunks_after += 1
+    assert seen_processing
+    assert chunks_after > 100  # the stream went on long after /health had answered
+
+
+def test_seeded_sampling_is_reproducible(client: openai.OpenAI):
+    def sample(seed: int) -> str:
+        r = client.completions.create(
+            model="default",
+            prompt="Once upon a time",
+            max_tokens=24,
+            temperature=1.0,
+            seed=seed,
+            extra_body={"top_k": 0, "min_p": 0.0, "top_p": 1.0},
+        )
+        return r.choices[0].text
+
+    first = sample(1234)
+    assert sample(1234) == first
+    assert len({first, sample(1), sample(2), sample(3)}) > 1

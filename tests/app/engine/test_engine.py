@@ -114,3 +114,32 @@ def test_bad_requests_are_refused_before_queueing(engine: Engine):
     media.add_media(MediaChunk("img", 4, 4))
     with pytest.raises(RequestError, match="projector"):
         engine.validate(GenerationRequest(media))
+
+
+def test_full_kv_stops_one_request_and_the_rest_complete(model_path: str):
+    small = Engine(EngineConfig(model_path=model_path, n_ctx=256, n_parallel=2, warmup=False))
+    small.start()
+    try:
+        prompt = prompt_of(small, "Tell me everything.")
+
+        async def both() -> list[tuple[str, object]]:
+            async def one() -> tuple[str, object]:
+                last = None
+                async for event in small.open(
+                    GenerationRequest(prompt.copy(), GREEDY, max_tokens=200, ignore_eos=True)
+                ):
+                    last = event
+                return last
+
+            return await asyncio.gather(one(), one())
+
+        results = asyncio.run(both())
+        # Two requests of ~210 tokens cannot both fit 256 cells: one is stopped early, the other
+        # gets all its tokens; neither hangs and every slot is free afterwards.
+        finished = [r for r in results if isinstance(r, Finished)]
+        assert any(r.completion_tokens == 200 for r in finished)
+        assert len(finished) + sum(isinstance(r, Failed) for r in results) == 2
+        assert any(isinstance(r, Failed) or r.completion_tokens < 200 for r in results)
+        assert all(s.state == "idle" for s in small.slots())
+    finally:
+        small.stop()

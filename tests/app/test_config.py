@@ -1,0 +1,36 @@
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from app.__main__ import parse_args
+from app.config import Settings
+
+
+def test_cli_flags_override_environment(monkeypatch: pytest.MonkeyPatch):
+    monkeypatch.setenv("KVCHAT_PARALLEL", "3")
+    monkeypatch.setenv("KVCHAT_CTX_SIZE", "1024")
+    settings = Settings(**parse_args(["-np", "6", "--no-cache-prompt"]))
+    assert settings.parallel == 6  # flag wins
+    assert settings.ctx_size == 1024  # environment where no flag
+    assert settings.cache_prompt is False
+    config = settings.engine_config()
+    assert (config.n_parallel, config.n_ctx, config.cache_prompt) == (6, 1024, False)
+
+
+def test_defaults_use_the_packaged_model(model_path: str):
+    settings = Settings(**parse_args([]))
+    assert settings.model_path() == model_path
+    assert Path(model_path).suffix == ".gguf"
+    assert settings.cache_prompt is True and settings.parallel == 4
+
+
+def test_invalid_settings_are_refused():
+    with pytest.raises(ValueError):
+        Settings(**parse_args(["-np", "0"]))
+
+
+def test_batch_must_hold_a_token_for_every_slot():
+    with pytest.raises(ValueError, match="batch-size"):
+        Settings(**parse_args(["-np", "8", "-b", "4"]))
