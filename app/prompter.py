@@ -15,6 +15,38 @@ class Prompter:
         self._bos = model.token_text(model.bos) if model.bos >= 0 else ""
         eos = model.token_text(model.eos) if model.eos >= 0 else ""
         self.template = ChatTemplate(model.chat_template(), self._bos, eos)
+        self.continuation = self._turn_continuation()
+
+    def _turn_continuation(self) -> list[int] | None:
+        """Tokens the template puts between an assistant reply and the next user message.
+
+        Found by rendering a sentinel conversation; None if the template's text there does not
+        tokenize the same alone as inside a whole prompt (then nothing is prefilled ahead).
+        """
+        reply, user = "kvchatREPLYsentinel", "kvchatUSERsentinel"
+        try:
+            text = self.render(
+                [
+                    {"role": "user", "content": "hi"},
+                    {"role": "assistant", "content": reply},
+                    {"role": "user", "content": user},
+                ],
+                add_generation_prompt=True,
+            )
+        except ValueError:
+            return None
+        start = text.find(reply)
+        end = text.find(user, start)
+        if start < 0 or end < 0:
+            return None
+        start += len(reply)
+        before = self.tokenize(text[:start]).tokens
+        upto = self.tokenize(text[:end]).tokens
+        whole = self.tokenize(text).tokens
+        if upto[: len(before)] != before or whole[: len(upto)] != upto or len(upto) == len(before):
+            return None
+        tokens = list(upto[len(before) :])
+        return tokens if self._model.is_eog(tokens[0]) else None
 
     def render(self, messages: list[dict[str, Any]], add_generation_prompt: bool = True) -> str:
         return self.template.render(messages, add_generation_prompt)

@@ -192,7 +192,7 @@ class Engine:
         n_ctx = self.model.n_ctx
         for p in planned:
             task = p.task
-            if p.row is None or task.done:
+            if task is None or p.row is None or task.done:
                 continue
             token = task.sampler.sample(self.model.ctx, p.row)
             room_left = n_ctx - p.slot.cache.n_pos - 1
@@ -200,11 +200,27 @@ class Engine:
             n_top = task.request.logprobs
             logprob = self.model.logprob(p.row, token, n_top) if n_top is not None else None
             if not task.on_token(token, piece, self.model.is_eog(token), room_left, logprob):
+                self._queue_continuation(task, p.slot)
                 self.scheduler.release(task)
+
+    def _queue_continuation(self, task: Task, slot) -> None:
+        cont = task.request.continuation
+        if (
+            cont
+            and task.ended_on == cont[0]
+            and task.cache_prompt
+            and slot.cache.n_pos + len(cont) < self.model.n_ctx
+        ):
+            slot.tail = list(cont)
 
     def _make_room(self, planned: list[Planned]) -> bool:
         """The KV is full. Free idle slots' KV (least recently used first); failing that, stop the
         newest active task. Returns True when something changed, so the step can be re-planned."""
+        tails = [s for s in self.scheduler.slots if s.tail]
+        if tails:  # speculative work goes first
+            for slot in tails:
+                slot.tail = None
+            return True
         busy = {p.slot.id for p in planned}
         idle = sorted(
             (s for s in self.scheduler.slots if s.idle and len(s.cache) > 0 and s.id not in busy),

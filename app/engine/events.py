@@ -24,6 +24,7 @@ class Timings:
             return 1000.0 * n / ms if ms > 0 else 0.0
 
         return {
+            "id_slot": self.slot,
             "cache_n": self.cache_n,
             "prompt_n": self.prompt_n,
             "prompt_ms": round(self.prompt_ms, 3),

@@ -18,6 +18,10 @@ class GenerationRequest:
     cache_prompt: bool | None = None  # None: the server default
     id_slot: int | None = None  # pin to this slot (waits for it if busy)
     logprobs: int | None = None  # None: off; n: report each token's logprob and the n best
+    # Tokens a conversation puts after a reply that ended on end-of-generation (for a chat
+    # template: end of turn, then the next user header). When the reply ends on continuation[0],
+    # the idle slot prefills them so the next turn evaluates only the new message.
+    continuation: list[int] | None = None
 
 
 class RequestError(ValueError):

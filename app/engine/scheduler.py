@@ -19,7 +19,7 @@ from app.engine.task import Task
 class Planned:
     """One task's share of a step: tokens added to the batch, and the logits row to sample."""
 
-    task: Task
+    task: Task | None  # None: an idle slot's tail (see Slot.tail)
     slot: Slot
     tokens: list[int] = field(default_factory=list)
     n_prompt: int = 0  # how many of `tokens` are prompt tokens
@@ -35,7 +35,7 @@ class Scheduler:
 
     @property
     def has_work(self) -> bool:
-        return bool(self.active or self.waiting)
+        return bool(self.active or self.waiting or any(s.tail for s in self.slots))
 
     def enqueue(self, task: Task) -> None:
         self.waiting.append(task)
@@ -118,6 +118,12 @@ class Scheduler:
                 if completes and i == last:
                     row = r
             planned.append(Planned(task, slot, tokens, take, row))
+        for slot in self.slots:  # idle work last: it must never delay a request
+            if slot.idle and slot.tail and batch.free >= len(slot.tail):
+                pos = slot.cache.n_pos
+                for i, token in enumerate(slot.tail):
+                    batch.add(token, pos + i, slot.id, False)
+                planned.append(Planned(None, slot, list(slot.tail)))
         return planned
 
     @staticmethod
@@ -125,6 +131,9 @@ class Scheduler:
         """The decode succeeded: the planned tokens are now in each slot's KV."""
         for p in planned:
             p.slot.cache.extend(p.tokens)
+            if p.task is None:
+                p.slot.tail = None
+                continue
             p.task.n_done += p.n_prompt
             if p.n_prompt == 0:
                 p.task.next_token = None

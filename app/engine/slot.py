@@ -33,6 +33,9 @@ class Slot:
         self.cache = TokenSequence()
         self.task: Task | None = None
         self.last_used = 0.0  # time.monotonic() of the last release; 0 = never used
+        # Tokens to prefill while idle (a conversation's predictable continuation); not in the
+        # KV and not in `cache` until a step decodes them. Dropped when a request takes the slot.
+        self.tail: list[int] | None = None
 
     @property
     def idle(self) -> bool:
@@ -48,6 +51,7 @@ class Slot:
         At least one prompt token is always left to evaluate so the request has logits: on an exact
         repeat the last token is evaluated again. A cut never falls inside a media chunk.
         """
+        self.tail = None
         n = self.reusable_prefix(prompt) if use_cache else 0
         if n >= len(prompt):
             n = len(prompt) - 1
@@ -63,6 +67,7 @@ class Slot:
         return n
 
     def erase(self, model: Model) -> None:
+        self.tail = None
         model.seq_clear(self.id)
         self.cache = TokenSequence()
 

@@ -33,6 +33,7 @@ class Task:
         self.n_cached = 0  # prompt tokens reused from the slot's KV
         self.n_done = 0  # prompt tokens whose KV exists (cached + evaluated so far)
         self.next_token: int | None = None  # sampled, not yet decoded into the KV
+        self.ended_on: int | None = None  # the end-of-generation token that stopped it
         self.n_generated = 0
         self.text = TextStream(request.stop)
         # Tokens (and their logprobs) whose text is still held back by the TextStream.
@@ -73,6 +74,7 @@ class Task:
         if self.n_generated == 0:
             self.t_first = time.perf_counter()
         if is_eog and not self.request.ignore_eos:
+            self.ended_on = token
             self.finish("stop")
             return False
         self.n_generated += 1

@@ -41,6 +41,7 @@ async def chat_completions(body: ChatCompletionRequest, http: Request, services:
     messages = [m.for_template() for m in body.messages]
     prompt = services.prompter.chat(messages)
     request = _generation(body, prompt, services)
+    request.continuation = services.prompter.continuation
     return await respond(services.engine, request, body, ChatShape, services.model_name, http)
 
 

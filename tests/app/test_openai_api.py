@@ -115,6 +115,32 @@ def test_shared_long_prefix_is_reused(server: ServerProcess, client: openai.Open
     assert reply.model_extra["timings"]["prompt_n"] == reply.usage.prompt_tokens - cached
 
 
+def test_next_turn_reuses_reply_and_prefilled_turn_boundary(
+    server: ServerProcess, client: openai.OpenAI
+):
+    first = [{"role": "system", "content": SYSTEM}, {"role": "user", "content": "What is 2+2?"}]
+    turn1 = chat(client, first, max_tokens=100)
+    assert turn1.choices[0].finish_reason == "stop"  # ended on end-of-turn
+    kept = turn1.usage.prompt_tokens + turn1.usage.completion_tokens
+    slot = turn1.model_extra["timings"]["id_slot"]
+    deadline = time.monotonic() + 30
+    while httpx.get(server.base_url + "/slots").json()[slot]["n_cached"] <= kept:
+        assert time.monotonic() < deadline, "the turn boundary was never prefilled"
+        time.sleep(0.05)
+    second = [
+        *first,
+        {"role": "assistant", "content": turn1.choices[0].message.content},
+        {"role": "user", "content": "Do you sell rye bread?"},
+    ]
+    turn2 = chat(client, second, max_tokens=8)
+    cached = turn2.usage.prompt_tokens_details.cached_tokens
+    # More than prompt + reply is cached: the end-of-turn tokens were prefilled while idle.
+    # (This reply re-tokenizes as generated; a model may generate non-canonical tokens, and
+    # then the match stops inside the reply: sessions keep the generated tokens for that.)
+    assert cached > kept
+    assert turn2.model_extra["timings"]["prompt_n"] == turn2.usage.prompt_tokens - cached
+
+
 # llama.cpp's CPU kernels give slightly different logits for a token evaluated alone (the last
 # prompt token re-evaluated on a cached prompt) than inside a batch of 64+ (a cold prompt), and
 # also depending on which other cells the unified KV holds: measured up to 0.43 in logprob among
