@@ -19,7 +19,7 @@ from app.engine.model import Model
 from app.engine.request import GenerationRequest, RequestError
 from app.engine.sampler import Sampler
 from app.engine.scheduler import Planned, Scheduler
-from app.engine.slot import SlotInfo
+from app.engine.slot import Slot, SlotInfo
 from app.engine.task import Sink, Task
 
 log = logging.getLogger(__name__)
@@ -168,7 +168,7 @@ class Engine:
         while (admission := self.scheduler.next_admission()) is not None:
             self._admit(*admission)
 
-    def _admit(self, task: Task, slot) -> None:
+    def _admit(self, task: Task, slot: Slot) -> None:
         prompt = task.request.prompt
         n_cached = slot.prepare(prompt, task.cache_prompt, self.model)
         sampler = Sampler(task.request.sampling, self.model.n_vocab, self.model.n_ctx)
@@ -203,15 +203,24 @@ class Engine:
                 self._queue_continuation(task, p.slot)
                 self.scheduler.release(task)
 
-    def _queue_continuation(self, task: Task, slot) -> None:
+    def _queue_continuation(self, task: Task, slot: Slot) -> None:
+        """After a chat reply, prefill what the next turn's prompt will hold after it.
+
+        A reply that ended on end-of-turn continues with the template's continuation (which
+        starts with that token); one cut by max_tokens with its last, undecoded token and then
+        the continuation. A stop-string cut returns shortened text, so nothing is predictable.
+        """
         cont = task.request.continuation
-        if (
-            cont
-            and task.ended_on == cont[0]
-            and task.cache_prompt
-            and slot.cache.n_pos + len(cont) < self.model.n_ctx
-        ):
-            slot.tail = list(cont)
+        if not cont or not task.cache_prompt or task.ended_on is None:
+            return
+        if task.finish_reason == "stop" and task.ended_on == cont[0]:
+            tail = list(cont)
+        elif task.finish_reason == "length" and not self.model.is_eog(task.ended_on):
+            tail = [task.ended_on, *cont]
+        else:
+            return
+        if slot.cache.n_pos + len(tail) < self.model.n_ctx:
+            slot.tail = tail
 
     def _make_room(self, planned: list[Planned]) -> bool:
         """The KV is full. Free idle slots' KV (least recently used first); failing that, stop the

@@ -33,7 +33,11 @@ class Task:
         self.n_cached = 0  # prompt tokens reused from the slot's KV
         self.n_done = 0  # prompt tokens whose KV exists (cached + evaluated so far)
         self.next_token: int | None = None  # sampled, not yet decoded into the KV
-        self.ended_on: int | None = None  # the end-of-generation token that stopped it
+        # The token sampled last and never decoded into the KV, when it ended generation by
+        # end-of-generation or by the token limit; with finish_reason, what the slot's idle
+        # prefill of a conversation's continuation needs.
+        self.ended_on: int | None = None
+        self.finish_reason: str | None = None
         self.n_generated = 0
         self.text = TextStream(request.stop)
         # Tokens (and their logprobs) whose text is still held back by the TextStream.
@@ -87,6 +91,7 @@ class Task:
             return False
         max_tokens = self.request.max_tokens
         if (max_tokens is not None and self.n_generated >= max_tokens) or room_left <= 0:
+            self.ended_on = token
             self.finish("length")
             return False
         self.next_token = token
@@ -102,6 +107,7 @@ class Task:
     def finish(self, reason: str) -> None:
         if self.done:
             return
+        self.finish_reason = reason
         self._emit(self.text.finish())
         self.sink(
             Finished(reason, self.prompt_len, self.n_generated, self.n_cached, self.timings())

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import time
 
 import pytest
 
@@ -143,3 +144,39 @@ def test_full_kv_stops_one_request_and_the_rest_complete(model_path: str):
         assert all(s.state == "idle" for s in small.slots())
     finally:
         small.stop()
+
+
+def wait_for_cached(engine: Engine, slot: int, n: int) -> int:
+    deadline = time.monotonic() + 30
+    while (cached := engine.slots()[slot].n_cached) < n and time.monotonic() < deadline:
+        time.sleep(0.02)
+    return cached
+
+
+def test_reply_cut_by_max_tokens_prefills_its_last_token_and_the_continuation(engine: Engine):
+    prompt = prompt_of(engine, "Numbers: 10, 11, 12,")
+    cont = [engine.model.eos, 198, 42]
+    _, done = run(
+        engine, GenerationRequest(prompt, GREEDY, max_tokens=3, id_slot=0, continuation=cont)
+    )
+    assert done.finish_reason == "length"
+    # prompt + 2 decoded tokens + the 3rd (sampled, never decoded) + the continuation
+    assert wait_for_cached(engine, 0, len(prompt) + 3 + len(cont)) == len(prompt) + 3 + len(cont)
+
+
+def test_stop_string_cut_prefills_nothing(engine: Engine):
+    prompt = prompt_of(engine, "Numbers: 20, 21, 22,")
+    _, done = run(
+        engine,
+        GenerationRequest(
+            prompt,
+            GREEDY,
+            max_tokens=8,
+            id_slot=1,
+            stop=["2"],
+            continuation=[engine.model.eos, 198],
+        ),
+    )
+    assert done.finish_reason == "stop"
+    time.sleep(0.3)  # give a (wrong) idle prefill the chance to happen
+    assert engine.slots()[1].n_cached == len(prompt) + done.completion_tokens - 1
