@@ -133,11 +133,13 @@ class Engine:
             while not self._stopping:
                 try:
                     self._intake()
-                    if not self.scheduler.has_work:
-                        self._wake.wait(timeout=1.0)
-                        self._wake.clear()
+                    due = self.scheduler.next_tail_due()
+                    now = time.monotonic()
+                    if self.scheduler.has_work or (due is not None and due <= now):
+                        self._step()
                         continue
-                    self._step()
+                    self._wake.wait(timeout=1.0 if due is None else due - now)
+                    self._wake.clear()
                 except Exception:  # a bug in one step must not kill the server
                     log.exception("engine step failed; failing the active requests")
                     self._fail_active()
@@ -177,7 +179,7 @@ class Engine:
         self.scheduler.bind(task, slot)
 
     def _step(self) -> None:
-        planned = self.scheduler.plan(self._batch)
+        planned = self.scheduler.plan(self._batch, time.monotonic())
         if not planned:
             return
         status = self.model.decode(self._batch)
@@ -221,6 +223,7 @@ class Engine:
             return
         if slot.cache.n_pos + len(tail) < self.model.n_ctx:
             slot.tail = tail
+            slot.tail_due = time.monotonic() + self.config.idle_prefill_delay
 
     def _make_room(self, planned: list[Planned]) -> bool:
         """The KV is full. Free idle slots' KV (least recently used first); failing that, stop the

@@ -35,7 +35,11 @@ class Scheduler:
 
     @property
     def has_work(self) -> bool:
-        return bool(self.active or self.waiting or any(s.tail for s in self.slots))
+        return bool(self.active or self.waiting)
+
+    def next_tail_due(self) -> float | None:
+        """When the earliest idle prefill may run (None: there is none)."""
+        return min((s.tail_due for s in self.slots if s.tail), default=None)
 
     def enqueue(self, task: Task) -> None:
         self.waiting.append(task)
@@ -93,7 +97,7 @@ class Scheduler:
     def slot_of(self, task: Task) -> Slot:
         return self.slots[task.slot_id]
 
-    def plan(self, batch: Batch) -> list[Planned]:
+    def plan(self, batch: Batch, now: float = 0.0) -> list[Planned]:
         """Fill `batch` for one llama_decode; the slots' caches change only in `commit`."""
         batch.clear()
         planned: list[Planned] = []
@@ -118,8 +122,9 @@ class Scheduler:
                 if completes and i == last:
                     row = r
             planned.append(Planned(task, slot, tokens, take, row))
-        for slot in self.slots:  # idle work last: it must never delay a request
-            if slot.idle and slot.tail and batch.free >= len(slot.tail):
+        # Idle prefill only when nothing else runs: it must never slow a live request.
+        for slot in self.slots if not planned else ():
+            if slot.idle and slot.tail and now >= slot.tail_due and batch.free >= len(slot.tail):
                 pos = slot.cache.n_pos
                 for i, token in enumerate(slot.tail):
                     batch.add(token, pos + i, slot.id, False)

@@ -36,6 +36,7 @@ class Slot:
         # Tokens to prefill while idle (a conversation's predictable continuation); not in the
         # KV and not in `cache` until a step decodes them. Dropped when a request takes the slot.
         self.tail: list[int] | None = None
+        self.tail_due = 0.0  # time.monotonic() after which the tail may be prefilled
 
     @property
     def idle(self) -> bool:
