@@ -226,8 +226,9 @@ class Engine:
             slot.tail_due = time.monotonic() + self.config.idle_prefill_delay
 
     def _make_room(self, planned: list[Planned]) -> bool:
-        """The KV is full. Free idle slots' KV (least recently used first); failing that, stop the
-        newest active task. Returns True when something changed, so the step can be re-planned."""
+        """The KV is full. Drop pending idle prefills; then free idle slots' KV (least recently
+        used first); failing that, stop the task holding the most KV. Returns True when something
+        changed, so the step can be re-planned."""
         tails = [s for s in self.scheduler.slots if s.tail]
         if tails:  # speculative work goes first
             for slot in tails:

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import time
+from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 
 import httpx
@@ -233,25 +235,33 @@ def test_eight_concurrent_clients_on_four_slots(server: ServerProcess, client: o
     assert all(s["state"] == "idle" for s in wait_all_idle(server))
 
 
-def test_client_disconnect_frees_the_slot_and_keeps_its_kv(server: ServerProcess):
-    body = {
-        "messages": [{"role": "user", "content": "Tell me a very long story."}],
-        "stream": True,
-        "max_tokens": 3000,
-        "ignore_eos": True,
-        "id_slot": 2,
-    }
-    received = 0
+@contextlib.contextmanager
+def long_stream(server: ServerProcess, body: dict) -> Iterator[Iterator[dict]]:
+    """A streaming chat that runs to max_tokens (ignore_eos); yields its JSON chunks.
+
+    Leaving the block closes the connection, mid-stream if the chunks were not all read.
+    """
+    body = {**body, "stream": True, "ignore_eos": True}
     with (
         httpx.Client(timeout=60) as http,
         http.stream("POST", server.base_url + "/v1/chat/completions", json=body) as resp,
     ):
         assert resp.status_code == 200
-        for line in resp.iter_lines():
-            if line.startswith("data: ") and '"content"' in line:
-                received += 1
+        yield (json.loads(line[6:]) for line in resp.iter_lines() if line.startswith("data: {"))
+
+
+def test_client_disconnect_frees_the_slot_and_keeps_its_kv(server: ServerProcess):
+    body = {
+        "messages": [{"role": "user", "content": "Tell me a very long story."}],
+        "max_tokens": 3000,
+        "id_slot": 2,
+    }
+    received = 0
+    with long_stream(server, body) as chunks:
+        for chunk in chunks:
+            received += bool(chunk["choices"]) and "content" in chunk["choices"][0]["delta"]
             if received >= 5:
-                break  # leaving the block closes the connection mid-stream
+                break
     slots = wait_all_idle(server)
     slot = slots[2]
     assert slot["state"] == "idle"
@@ -437,20 +447,13 @@ def test_event_loop_serves_while_a_slot_generates(server: ServerProcess):
     """/health answers during a generation, so the HTTP loop is not blocked by llama_decode."""
     body = {
         "messages": [{"role": "user", "content": "Write a long essay."}],
-        "stream": True,
         "max_tokens": 400,
-        "ignore_eos": True,
         "temperature": 0,
     }
     seen_processing = False
     chunks_after = 0
-    with (
-        httpx.Client(timeout=60) as http,
-        http.stream("POST", server.base_url + "/v1/chat/completions", json=body) as resp,
-    ):
-        for line in resp.iter_lines():
-            if not line.startswith("data: {"):
-                continue
+    with long_stream(server, body) as chunks:
+        for _ in chunks:
             if not seen_processing:
                 health = httpx.get(server.base_url + "/health", timeout=10).json()
                 seen_processing = health["slots_processing"] >= 1
