@@ -81,6 +81,9 @@ class GenerationFields(BaseModel):
     n: int = Field(default=1, ge=1, le=1, description="only n=1 is supported")
     ignore_eos: bool = False
     cache_prompt: bool | None = None
+    # Tenant isolation (as vLLM's cache_salt): prefixes cached under one salt are never reused
+    # under another, so response times reveal nothing across tenants.
+    cache_salt: str = Field(default="", max_length=256)
     id_slot: int | None = None
 
     @model_validator(mode="before")

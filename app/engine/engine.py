@@ -19,7 +19,7 @@ from app.engine.model import Model
 from app.engine.request import GenerationRequest, RequestError
 from app.engine.sampler import Sampler
 from app.engine.scheduler import Planned, Scheduler
-from app.engine.slot import Slot, SlotInfo
+from app.engine.slot import Slot, SlotInfo, usable_prefix
 from app.engine.task import Sink, Task
 
 log = logging.getLogger(__name__)
@@ -172,11 +172,29 @@ class Engine:
 
     def _admit(self, task: Task, slot: Slot) -> None:
         prompt = task.request.prompt
-        n_cached = slot.prepare(prompt, task.cache_prompt, self.model)
+        n_cached, source = self._reuse(task, slot)
         sampler = Sampler(task.request.sampling, self.model.n_vocab, self.model.n_ctx)
         sampler.accept_prompt(prompt.text_tokens(0, len(prompt)) if not prompt.has_media else [])
-        task.start(slot.id, n_cached, sampler)
+        task.start(slot.id, n_cached, sampler, source)
         self.scheduler.bind(task, slot)
+
+    def _reuse(self, task: Task, slot: Slot) -> tuple[int, str]:
+        """Put the longest reusable prefix of the prompt into the slot's KV, cheapest source
+        first: the slot's own KV, else another slot's (shared cells). Returns (tokens, source)."""
+        prompt = task.request.prompt
+        if not task.cache_prompt:
+            slot.cut_to(0, self.model)
+            slot.salt = task.request.cache_salt
+            return 0, "none"
+        own = usable_prefix(prompt, slot.reusable_prefix(prompt, task.request.cache_salt))
+        donor, donor_n = self.scheduler.best_source(task, exclude=slot)
+        donor_n = usable_prefix(prompt, donor_n)
+        if donor is not None and donor_n > own:
+            slot.copy_prefix(donor, donor_n, self.model)
+            return donor_n, "other_slot"
+        n = slot.cut_to(own, self.model)
+        slot.salt = task.request.cache_salt
+        return n, "own_slot" if n else "none"
 
     def _step(self) -> None:
         planned = self.scheduler.plan(self._batch, time.monotonic())

@@ -181,6 +181,11 @@ class Model:
         """Drop positions [p0, p1) of a sequence; False if the memory cannot cut partially."""
         return bool(llama_cpp.llama_memory_seq_rm(self._mem, seq_id, p0, p1))
 
+    def seq_cp(self, src: int, dst: int, p0: int, p1: int) -> None:
+        """Make `dst` share src's cells for positions [p0, p1): no copy in a unified KV cache; a
+        later write to either sequence goes to new cells."""
+        llama_cpp.llama_memory_seq_cp(self._mem, src, dst, p0, p1)
+
     def seq_clear(self, seq_id: int) -> None:
         llama_cpp.llama_memory_seq_rm(self._mem, seq_id, -1, -1)  # whole sequence: never fails
 

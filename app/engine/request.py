@@ -17,6 +17,7 @@ class GenerationRequest:
     ignore_eos: bool = False
     cache_prompt: bool | None = None  # None: the server default
     id_slot: int | None = None  # pin to this slot (waits for it if busy)
+    cache_salt: str = ""  # tenant key: KV cached under one salt is never reused under another
     logprobs: int | None = None  # None: off; n: report each token's logprob and the n best
     # Tokens a conversation puts after a reply that ended on end-of-generation (for a chat
     # template: end of turn, then the next user header). When the reply ends on continuation[0],

@@ -26,6 +26,10 @@ class Planned:
     row: int | None = None
 
 
+# Shortest prefix worth waiting for while another task computes it (tokens).
+MIN_SHARED_WAIT = 32
+
+
 class Scheduler:
     def __init__(self, n_slots: int, similarity: float) -> None:
         self.slots = [Slot(i) for i in range(n_slots)]
@@ -67,16 +71,45 @@ class Scheduler:
         if task.cache_prompt and len(prompt) > 0:
             best, best_lcp = None, 0
             for slot in idle:
-                lcp = slot.reusable_prefix(prompt)
+                lcp = slot.reusable_prefix(prompt, task.request.cache_salt)
                 if lcp > best_lcp:
                     best, best_lcp = slot, lcp
             if best is not None and best_lcp / len(prompt) >= self.similarity:
                 return best
         return min(idle, key=lambda s: s.last_used)
 
+    def best_source(self, task: Task, exclude: Slot | None = None) -> tuple[Slot | None, int]:
+        """The slot (idle or busy) whose KV holds the longest prefix of the task's prompt."""
+        best, best_n = None, 0
+        for slot in self.slots:
+            if slot is not exclude:
+                n = slot.reusable_prefix(task.request.prompt, task.request.cache_salt)
+                if n > best_n:
+                    best, best_n = slot, n
+        return best, best_n
+
+    def _awaits_shared_prefill(self, task: Task) -> bool:
+        """True if an admitted task is still computing a long prefix this one shares: waiting and
+        then copying that KV beats computing the same prefix twice on a CPU-bound context."""
+        if not task.cache_prompt:
+            return False
+        prompt, salt = task.request.prompt, task.request.cache_salt
+        available = self.best_source(task)[1]
+        for other in self.active:
+            if other.prefilling and other.cache_prompt and other.request.cache_salt == salt:
+                shared = other.request.prompt.common_prefix(prompt)
+                if shared - available >= MIN_SHARED_WAIT and shared > other.n_done:
+                    return True
+        return False
+
     def next_admission(self) -> tuple[Task, Slot] | None:
-        """The first waiting task (FIFO) that has a slot now; removes it from the queue."""
+        """The first waiting task (FIFO) that has a slot now; removes it from the queue.
+
+        A task whose prefix another task is computing right now waits for it (it does not block
+        the tasks behind it) and then copies it from that slot's KV."""
         for task in self.waiting:
+            if self._awaits_shared_prefill(task):
+                continue
             slot = self.choose_slot(task)
             if slot is not None:
                 self.waiting.remove(task)

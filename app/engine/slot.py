@@ -18,6 +18,17 @@ if TYPE_CHECKING:
     from app.engine.task import Task
 
 
+def usable_prefix(prompt: TokenSequence, n: int) -> int:
+    """The most of a matched prefix of length n a request may take from the KV.
+
+    At least one prompt token is always evaluated so the request has logits (an exact repeat
+    evaluates its last token again), and a cut never falls inside a media chunk.
+    """
+    n = min(n, len(prompt) - 1)
+    inside = prompt.chunk_containing(n) if n > 0 else None
+    return inside[0] if inside is not None else max(n, 0)
+
+
 @dataclass(slots=True)
 class SlotInfo:
     id: int
@@ -37,38 +48,43 @@ class Slot:
         # KV and not in `cache` until a step decodes them. Dropped when a request takes the slot.
         self.tail: list[int] | None = None
         self.tail_due = 0.0  # time.monotonic() after which the tail may be prefilled
+        self.salt = ""  # tenant whose tokens `cache` holds
 
     @property
     def idle(self) -> bool:
         return self.task is None
 
-    def reusable_prefix(self, prompt: TokenSequence) -> int:
-        """How much of `prompt` this slot's KV can serve (before the one-token rule)."""
-        return self.cache.common_prefix(prompt)
+    def reusable_prefix(self, prompt: TokenSequence, salt: str) -> int:
+        """How much of `prompt` this slot's KV can serve (before the one-token rule).
 
-    def prepare(self, prompt: TokenSequence, use_cache: bool, model: Model) -> int:
-        """Cut the KV back to the longest reusable prefix of `prompt`; return its length.
-
-        At least one prompt token is always left to evaluate so the request has logits: on an exact
-        repeat the last token is evaluated again. A cut never falls inside a media chunk.
+        KV cached under another tenant's salt serves nothing: no cross-tenant timing signal.
         """
+        return self.cache.common_prefix(prompt) if salt == self.salt else 0
+
+    def cut_to(self, n: int, model: Model) -> int:
+        """Keep the first n tokens of the KV (n from `usable_prefix`); return what is kept."""
         self.tail = None
-        n = self.reusable_prefix(prompt) if use_cache else 0
-        if n >= len(prompt):
-            n = len(prompt) - 1
-        inside = prompt.chunk_containing(n) if n > 0 else None
-        if inside is not None:
-            n = inside[0]
         if n < len(self.cache) and not model.seq_rm(self.id, self.cache.pos_at(n), -1):
-            # Memory that cannot cut partially (e.g. recurrent state): start over.
-            n = 0
+            n = 0  # memory that cannot cut partially (e.g. recurrent state): start over
         if n == 0:
             model.seq_clear(self.id)
         self.cache.keep_first(n)
         return n
 
+    def copy_prefix(self, donor: Slot, n: int, model: Model) -> None:
+        """Replace this slot's KV with the first n tokens of donor's (shared cells, no compute).
+
+        The donor may be generating: its cells below n are never written again by it."""
+        self.tail = None
+        model.seq_clear(self.id)
+        model.seq_cp(donor.id, self.id, 0, donor.cache.pos_at(n))
+        self.cache = donor.cache.copy()
+        self.cache.keep_first(n)
+        self.salt = donor.salt
+
     def erase(self, model: Model) -> None:
         self.tail = None
+        self.salt = ""
         model.seq_clear(self.id)
         self.cache = TokenSequence()
 

@@ -44,6 +44,7 @@ class Task:
         self._held_tokens: list[int] = []
         self._held_logprobs: list[TokenLogprob] = []
         self.slot_id = -1
+        self.cache_source = "none"  # where the cached prefix came from: own_slot, other_slot
         self.t_queued = time.perf_counter()
         self.t_start = 0.0
         self.t_first = 0.0
@@ -56,8 +57,9 @@ class Task:
     def prefilling(self) -> bool:
         return self.n_done < self.prompt_len
 
-    def start(self, slot_id: int, n_cached: int, sampler: Sampler) -> None:
+    def start(self, slot_id: int, n_cached: int, sampler: Sampler, source: str) -> None:
         self.slot_id = slot_id
+        self.cache_source = source
         self.n_cached = n_cached
         self.n_done = n_cached
         self.sampler = sampler
@@ -130,6 +132,7 @@ class Task:
             predicted_n=self.n_generated,
             predicted_ms=(now - t_first) * 1000.0 if self.t_first else 0.0,
             slot=self.slot_id,
+            cache_source=self.cache_source,
         )
 
     def _close(self) -> None:

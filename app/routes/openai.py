@@ -26,6 +26,7 @@ def _generation(
         stop=body.stop_list(),
         ignore_eos=body.ignore_eos,
         cache_prompt=body.cache_prompt,
+        cache_salt=body.cache_salt,
         id_slot=body.id_slot,
         logprobs=body.logprobs_n(),
     )

@@ -37,7 +37,11 @@ def client(server: ServerProcess) -> openai.OpenAI:
 
 
 def chat(client: openai.OpenAI, messages: list[dict], **extra) -> openai.types.chat.ChatCompletion:
-    extra_body = {k: extra.pop(k) for k in ("cache_prompt", "id_slot", "ignore_eos") if k in extra}
+    extra_body = {
+        k: extra.pop(k)
+        for k in ("cache_prompt", "id_slot", "ignore_eos", "cache_salt")
+        if k in extra
+    }
     return client.chat.completions.create(
         model="default", messages=messages, temperature=0, extra_body=extra_body or None, **extra
     )
@@ -248,6 +252,34 @@ def long_stream(server: ServerProcess, body: dict) -> Iterator[Iterator[dict]]:
     ):
         assert resp.status_code == 200
         yield (json.loads(line[6:]) for line in resp.iter_lines() if line.startswith("data: {"))
+
+
+def test_four_users_at_once_share_one_system_prompt(server: ServerProcess, client: openai.OpenAI):
+    system = "Four users at once. " + SYSTEM  # not cached by any earlier test
+    questions = ["When do you open?", "Who is the owner?", "Do you deliver?", "Any cakes?"]
+    conversations = [
+        [{"role": "system", "content": system}, {"role": "user", "content": q}] for q in questions
+    ]
+    with ThreadPoolExecutor(max_workers=4) as pool:
+        replies = list(pool.map(lambda m: chat(client, m, max_tokens=4), conversations))
+    shared = common_prefix(tokens_of(server, conversations[0]), tokens_of(server, conversations[1]))
+    cached = sorted(r.usage.prompt_tokens_details.cached_tokens for r in replies)
+    # One request computes the system prompt; the other three reuse it from that slot's KV.
+    assert all(c >= 0.9 * shared for c in cached[1:]), (shared, cached)
+    sources = [r.model_extra["timings"]["cache_sources"]["other_slot"] for r in replies]
+    assert sum(1 for n in sources if n > 0) >= 3
+
+
+def test_cache_salt_isolates_tenants(server: ServerProcess, client: openai.OpenAI):
+    messages = [
+        {"role": "system", "content": "Salted. " + SYSTEM},
+        {"role": "user", "content": "Hello?"},
+    ]
+    chat(client, messages, max_tokens=2, cache_salt="tenant-a")
+    other = chat(client, messages, max_tokens=2, cache_salt="tenant-b")
+    same = chat(client, messages, max_tokens=2, cache_salt="tenant-a")
+    assert other.usage.prompt_tokens_details.cached_tokens == 0
+    assert same.usage.prompt_tokens_details.cached_tokens == same.usage.prompt_tokens - 1
 
 
 def test_client_disconnect_frees_the_slot_and_keeps_its_kv(server: ServerProcess):

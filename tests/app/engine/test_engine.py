@@ -180,3 +180,49 @@ def test_stop_string_cut_prefills_nothing(engine: Engine):
     assert done.finish_reason == "stop"
     time.sleep(1.0)  # past the 0.25 s grace: a (wrong) idle prefill would have run by now
     assert engine.slots()[1].n_cached == len(prompt) + done.completion_tokens - 1
+
+
+def test_prefix_held_by_another_slot_is_copied_not_recomputed(engine: Engine):
+    numbers = prompt_of(engine, "Numbers: " + ", ".join(str(i) for i in range(1, 41)) + ",")
+    run(engine, GenerationRequest(numbers, GREEDY, max_tokens=2, id_slot=0))
+    longer = numbers.copy()
+    longer.extend(engine.model.tokenize(" 41, 42,", add_special=False))
+    text, done = run(engine, GenerationRequest(longer, GREEDY, max_tokens=3, id_slot=1))
+    assert done.timings.cache_source == "other_slot"
+    assert done.cached_tokens >= len(numbers)
+    assert done.timings.prompt_n == len(longer) - done.cached_tokens
+    assert text.lstrip().startswith("43")  # the copied KV is the right one
+
+
+def test_concurrent_requests_wait_for_a_shared_prefix_then_copy_it(engine: Engine):
+    shared = prompt_of(engine, "Shared context: " + "the river runs past the mill. " * 40)
+    prompts = []
+    for tail in (" First question?", " Second question?"):
+        p = shared.copy()
+        p.extend(engine.model.tokenize(tail, add_special=False))
+        prompts.append(p)
+
+    async def both() -> list[tuple[str, Finished]]:
+        return await asyncio.gather(
+            *(collect(engine, GenerationRequest(p, GREEDY, max_tokens=2)) for p in prompts)
+        )
+
+    results = [r[1] for r in asyncio.run(both())]
+    # One computes the shared prefix; the other waits for it and copies it from that slot.
+    later = max(results, key=lambda r: r.cached_tokens)
+    assert later.timings.cache_source == "other_slot"
+    assert later.cached_tokens >= 0.9 * len(shared)
+    assert sum(r.timings.prompt_n for r in results) < 1.2 * len(shared)
+
+
+def test_salted_cache_is_not_reused_under_another_salt(engine: Engine):
+    prompt = prompt_of(engine, "A private document about tenant A's plans. " * 5)
+    run(engine, GenerationRequest(prompt, GREEDY, max_tokens=2, cache_salt="tenant-a"))
+    _, other = run(
+        engine, GenerationRequest(prompt.copy(), GREEDY, max_tokens=2, cache_salt="tenant-b")
+    )
+    _, same = run(
+        engine, GenerationRequest(prompt.copy(), GREEDY, max_tokens=2, cache_salt="tenant-a")
+    )
+    assert other.cached_tokens == 0
+    assert same.cached_tokens == len(prompt) - 1
