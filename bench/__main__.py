@@ -22,7 +22,12 @@ def main() -> None:
         server = ServerProcess("--parallel", args.parallel, "--ctx-size", args.ctx_size).start()
         base_url = server.base_url
     try:
-        rows = core.same_prompt_twice(base_url) + core.four_turn_chat(base_url)
+        rows = (
+            core.same_prompt_twice(base_url)
+            + core.four_turn_chat(base_url)
+            + core.four_users_at_once(base_url)
+            + core.four_users_at_once_cold(base_url)
+        )
         print(
             f"{'scenario':34} {'prompt':>6} {'cached':>6} {'cold s':>8} {'warm s':>8} "
             f"{'warm/cold':>9}"

@@ -96,3 +96,51 @@ def decode_throughput(base_url: str, n_streams: int, n_tokens: int = 128) -> flo
         results = list(pool.map(one, range(n_streams)))
     wall = time.perf_counter() - t0
     return sum(r.completion_tokens for r in results) / wall
+
+
+def four_users_at_once(base_url: str) -> list[tuple[str, Result, Result]]:
+    """A ~1,200-token system prompt cached by one earlier request, then 4 users at once.
+
+    llama-server (-np 4) served this with one hit and three recomputes: 2.4x the cold TTFT.
+    Warm is the slowest of the four; cold is one such request with nothing reused.
+    """
+    system = long_document(15, uuid.uuid4().hex[:8])
+    users = [
+        "Summarise section 2.",
+        "Which year is in section 4?",
+        "What about bridges?",
+        "Name one topic.",
+    ]
+
+    def conversation(question: str) -> list[dict]:
+        return [{"role": "system", "content": system}, {"role": "user", "content": question}]
+
+    reference = cold(base_url, conversation("What is this document?"), max_tokens=4)
+    stream_chat(base_url, conversation("What is this document?"), max_tokens=4)  # caches it
+    with ThreadPoolExecutor(max_workers=4) as pool:
+        results = list(
+            pool.map(lambda q: stream_chat(base_url, conversation(q), max_tokens=4), users)
+        )
+    slowest = max(results, key=lambda r: r.ttft)
+    return [("4 users at once, shared system", slowest, reference)]
+
+
+def four_users_at_once_cold(base_url: str) -> list[tuple[str, Result, Result]]:
+    """The same, with nothing cached before: one computes the prompt, three wait and copy."""
+    system = long_document(15, uuid.uuid4().hex[:8])
+    users = [
+        "Summarise section 2.",
+        "Which year is in section 4?",
+        "What about bridges?",
+        "Name one topic.",
+    ]
+    conversations = [
+        [{"role": "system", "content": system}, {"role": "user", "content": q}] for q in users
+    ]
+    reference = cold(base_url, conversations[0], max_tokens=4)
+    system = long_document(15, uuid.uuid4().hex[:8])  # a fresh prompt nobody has cached
+    conversations = [[{"role": "system", "content": system}, c[1]] for c in conversations]
+    with ThreadPoolExecutor(max_workers=4) as pool:
+        results = list(pool.map(lambda m: stream_chat(base_url, m, max_tokens=4), conversations))
+    slowest = max(results, key=lambda r: r.ttft)
+    return [("4 users at once, nothing cached", slowest, reference)]

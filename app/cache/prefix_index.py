@@ -132,7 +132,7 @@ class PrefixIndex(Generic[S]):
             raise ValueError(f"truncate({n_tokens}) out of range for length {entry.end.depth}")
         # Find the node whose edge holds the cut, and validate it, before changing anything.
         target = entry.end
-        while target.parent is not None and target.parent.depth > n_tokens:
+        while target.parent is not None and target.parent.depth >= n_tokens:
             target = target.parent
         k = 0
         if target.parent is not None and n_tokens < target.depth:

@@ -170,7 +170,8 @@ def test_best_excludes_and_breaks_ties_by_insertion() -> None:
 
 SOURCES: list[Hashable] = [("slot", i) for i in range(3)] + [("host", i) for i in range(3)]
 SALTS = ["", "t"]
-chunks = st.builds(img, st.sampled_from(["a", "b"]), st.integers(1, 3))
+# n_pos == n_tokens, plus one M-RoPE-like chunk that differs from ("a", 2, 2) only in n_pos.
+chunks = st.builds(img, st.sampled_from(["a", "b"]), st.integers(1, 3)) | st.just(img("a", 2, 1))
 items = st.lists(st.one_of(st.integers(0, 3), st.integers(0, 3), chunks), max_size=7)
 
 
