@@ -46,6 +46,12 @@ class Settings(BaseSettings):
     cache_prompt: bool = True
     slot_prompt_similarity: float = Field(default=0.1, ge=0.0, le=1.0)
     seed: int = -1
+    cache_ram: int = Field(
+        default=2048, ge=-1, description="host prompt cache, MiB; 0 off, -1 no limit"
+    )
+    cache_ram_tokens: int = Field(
+        default=0, ge=0, description="host prompt cache, tokens; 0 = no limit"
+    )
     warmup: bool = True
     verbose: bool = False
     log_level: str = "info"
@@ -76,6 +82,8 @@ class Settings(BaseSettings):
             cache_prompt=self.cache_prompt,
             slot_prompt_similarity=self.slot_prompt_similarity,
             seed=self.seed,
+            cache_ram_bytes=(1 << 62) if self.cache_ram < 0 else self.cache_ram << 20,
+            cache_ram_tokens=self.cache_ram_tokens or None,
             warmup=self.warmup,
             verbose=self.verbose,
         )

@@ -14,9 +14,10 @@ from typing import Any
 from fastapi import Request
 from fastapi.responses import JSONResponse, StreamingResponse
 
-from app.engine.engine import Engine, EngineStream
+from app.engine.engine import Engine
 from app.engine.events import Failed, Finished, TextDelta
 from app.engine.request import GenerationRequest
+from app.engine.stream import EngineStream
 from app.errors import error_body, error_response
 from app.responses import Envelope, Shape, usage
 from app.schemas import GenerationFields

@@ -22,5 +22,7 @@ class EngineConfig:
     # Seconds a slot stays idle before its conversation's predictable continuation is
     # prefilled: a quick follow-up (a retry, a different prompt) must not wait for that work.
     idle_prefill_delay: float = 0.25
+    cache_ram_bytes: int = 2048 << 20  # host-memory prompt cache budget; 0 disables it
+    cache_ram_tokens: int | None = None  # optional budget in tokens
     warmup: bool = True
     verbose: bool = False  # llama.cpp's own log lines

@@ -7,19 +7,21 @@ releases the GIL, so the event loop keeps serving while a batch is computed.
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import threading
 import time
-from collections.abc import AsyncIterator
+from collections.abc import Callable
+from concurrent.futures import Future
 
+from app.cache.host_cache import HostCache
 from app.engine.config import EngineConfig
-from app.engine.events import Event, Failed, Finished
 from app.engine.model import Model
+from app.engine.prefix_reuse import PrefixReuse
 from app.engine.request import GenerationRequest, RequestError
 from app.engine.sampler import Sampler
 from app.engine.scheduler import Planned, Scheduler
-from app.engine.slot import Slot, SlotInfo, usable_prefix
+from app.engine.slot import Slot, SlotInfo
+from app.engine.stream import EngineStream
 from app.engine.task import Sink, Task
 
 log = logging.getLogger(__name__)
@@ -30,6 +32,9 @@ class Engine:
         self.config = config
         self.model = model or Model(config)
         self.scheduler = Scheduler(self.model.n_seq_max, config.slot_prompt_similarity)
+        host = HostCache(config.cache_ram_bytes, config.cache_ram_tokens)
+        self.reuse = PrefixReuse(self.model, self.scheduler, host)
+        self._calls: list[tuple[Callable[[], object], Future]] = []
         self._batch = self.model.new_batch()
         self._inbox: list[Task] = []
         self._lock = threading.Lock()
@@ -151,6 +156,9 @@ class Engine:
             self._stopping = True
             with self._lock:
                 pending, self._inbox = self._inbox, []
+                calls, self._calls = self._calls, []
+            for _, future in calls:
+                future.set_exception(RuntimeError("the engine stopped"))
             for task in list(self.scheduler.active) + list(self.scheduler.waiting) + pending:
                 task.fail("the server is shutting down", status=503, code="unavailable")
 
@@ -160,9 +168,28 @@ class Engine:
             task.fail("internal error while generating")
             self.scheduler.release(task)
 
+    def call(self, fn: Callable[[], object]) -> Future:
+        """Run fn on the engine thread between steps (for state only it may touch)."""
+        future: Future = Future()
+        with self._lock:
+            if self._stopping or self.dead:
+                future.set_exception(
+                    RequestError("the server is shutting down", code="unavailable", status=503)
+                )
+                return future
+            self._calls.append((fn, future))
+        self._wake.set()
+        return future
+
     def _intake(self) -> None:
         with self._lock:
             new, self._inbox = self._inbox, []
+            calls, self._calls = self._calls, []
+        for fn, future in calls:
+            try:
+                future.set_result(fn())
+            except Exception as e:  # the caller gets it
+                future.set_exception(e)
         for task in new:
             self.scheduler.enqueue(task)
         for task in self.scheduler.take_cancelled():
@@ -172,29 +199,11 @@ class Engine:
 
     def _admit(self, task: Task, slot: Slot) -> None:
         prompt = task.request.prompt
-        n_cached, source = self._reuse(task, slot)
+        n_cached, source = self.reuse.prepare(task, slot)
         sampler = Sampler(task.request.sampling, self.model.n_vocab, self.model.n_ctx)
         sampler.accept_prompt(prompt.text_tokens(0, len(prompt)) if not prompt.has_media else [])
         task.start(slot.id, n_cached, sampler, source)
         self.scheduler.bind(task, slot)
-
-    def _reuse(self, task: Task, slot: Slot) -> tuple[int, str]:
-        """Put the longest reusable prefix of the prompt into the slot's KV, cheapest source
-        first: the slot's own KV, else another slot's (shared cells). Returns (tokens, source)."""
-        prompt = task.request.prompt
-        if not task.cache_prompt:
-            slot.cut_to(0, self.model)
-            slot.salt = task.request.cache_salt
-            return 0, "none"
-        own = usable_prefix(prompt, slot.reusable_prefix(prompt, task.request.cache_salt))
-        donor, donor_n = self.scheduler.best_source(task, exclude=slot)
-        donor_n = usable_prefix(prompt, donor_n)
-        if donor is not None and donor_n > own:
-            slot.copy_prefix(donor, donor_n, self.model)
-            return donor_n, "other_slot"
-        n = slot.cut_to(own, self.model)
-        slot.salt = task.request.cache_salt
-        return n, "own_slot" if n else "none"
 
     def _step(self) -> None:
         planned = self.scheduler.plan(self._batch, time.monotonic())
@@ -259,6 +268,7 @@ class Engine:
         )
         if idle:
             log.info("KV full: erasing idle slot %d", idle[0].id)
+            self.reuse.save(idle[0], keep=0)
             idle[0].erase(self.model)
             return True
         if self.scheduler.active:
@@ -278,41 +288,3 @@ class Engine:
             self.scheduler.release(task)
             return True
         return False
-
-
-class EngineStream:
-    """Async iterator over one request's events; cancels the task if abandoned."""
-
-    def __init__(self, engine: Engine, request: GenerationRequest) -> None:
-        self._engine = engine
-        self._loop = asyncio.get_running_loop()
-        self._queue: asyncio.Queue[Event] = asyncio.Queue()
-        self._finished = False
-        self.submitted_at = time.perf_counter()
-        self.task = engine.submit(request, self._deliver)
-
-    def _deliver(self, event: Event) -> None:  # engine thread
-        try:
-            self._loop.call_soon_threadsafe(self._queue.put_nowait, event)
-        except RuntimeError:  # event loop closed: nobody is listening any more
-            self._engine.cancel(self.task)
-
-    def __aiter__(self) -> AsyncIterator[Event]:
-        return self._iterate()
-
-    async def _iterate(self) -> AsyncIterator[Event]:
-        try:
-            while True:
-                event = await self._queue.get()
-                if isinstance(event, Finished | Failed):
-                    self._finished = True
-                yield event
-                if self._finished:
-                    return
-        finally:
-            if not self._finished:
-                self.cancel()
-
-    def cancel(self) -> None:
-        if not self._finished:
-            self._engine.cancel(self.task)

@@ -15,7 +15,7 @@ class Timings:
     predicted_n: int = 0
     predicted_ms: float = 0.0
     slot: int = -1
-    cache_source: str = "none"  # own_slot | other_slot | none
+    cache_source: str = "none"  # own_slot | other_slot | host | none
 
     def as_dict(self) -> dict[str, float | int]:
         def per_token(ms: float, n: int) -> float:
@@ -27,10 +27,10 @@ class Timings:
         return {
             "id_slot": self.slot,
             "cache_n": self.cache_n,
-            # cached tokens by where they came from (host and disk tiers come with issue 3)
+            # cached tokens by where they came from
             "cache_sources": {
                 src: self.cache_n if src == self.cache_source else 0
-                for src in ("own_slot", "other_slot")
+                for src in ("own_slot", "other_slot", "host")
             },
             "prompt_n": self.prompt_n,
             "prompt_ms": round(self.prompt_ms, 3),

@@ -186,6 +186,21 @@ class Model:
         later write to either sequence goes to new cells."""
         llama_cpp.llama_memory_seq_cp(self._mem, src, dst, p0, p1)
 
+    def state_size(self, seq_id: int) -> int:
+        return llama_cpp.llama_state_seq_get_size_ext(self._ctx, seq_id, 0)
+
+    def state_save(self, seq_id: int) -> bytes:
+        """The sequence's KV state (cells, positions, values) as bytes, for host memory."""
+        size = self.state_size(seq_id)
+        buf = (ctypes.c_uint8 * size)()
+        written = llama_cpp.llama_state_seq_get_data_ext(self._ctx, buf, size, seq_id, 0)
+        return bytes(buf)[:written]
+
+    def state_restore(self, seq_id: int, data: bytes) -> bool:
+        """Load a saved state into an empty sequence; False if it does not fit (KV full)."""
+        src = (ctypes.c_uint8 * len(data)).from_buffer_copy(data)
+        return llama_cpp.llama_state_seq_set_data_ext(self._ctx, src, len(data), seq_id, 0) > 0
+
     def seq_clear(self, seq_id: int) -> None:
         llama_cpp.llama_memory_seq_rm(self._mem, seq_id, -1, -1)  # whole sequence: never fails
 

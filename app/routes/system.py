@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 
 from fastapi import APIRouter
@@ -29,3 +30,17 @@ async def health(services: ServicesDep):
 @router.get("/slots")
 async def slots(services: ServicesDep):
     return [dataclasses.asdict(s) for s in services.engine.slots()]
+
+
+@router.get("/cache")
+async def cache(services: ServicesDep):
+    """Host-memory entries, bytes and tokens, and hits per tier (own slot, other slot, host)."""
+    stats = await asyncio.wrap_future(services.engine.call(services.engine.reuse.snapshot))
+    return dataclasses.asdict(stats)
+
+
+@router.post("/cache/reset")
+async def cache_reset(services: ServicesDep):
+    """Drop every host entry and the KV of every idle slot."""
+    await asyncio.wrap_future(services.engine.call(services.engine.reuse.reset))
+    return {"status": "ok"}

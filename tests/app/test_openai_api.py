@@ -270,6 +270,38 @@ def test_four_users_at_once_share_one_system_prompt(server: ServerProcess, clien
     assert sum(1 for n in sources if n > 0) >= 3
 
 
+def test_eight_conversations_taking_turns_on_four_slots_stay_cached(
+    server: ServerProcess, client: openai.OpenAI
+):
+    topics = ["rivers", "stars", "bread", "ships", "bees", "clocks", "maps", "kites"]
+    chats = [[{"role": "system", "content": f"Conversation about {t}. " + SYSTEM}] for t in topics]
+    before = httpx.get(server.base_url + "/cache").json()
+    for turn, question in enumerate(["Hello?", "Tell me more.", "Thanks!"]):
+        for messages in chats:  # 8 conversations round-robin over 4 slots
+            messages.append({"role": "user", "content": question})
+            reply = chat(client, messages, max_tokens=4)
+            messages.append({"role": "assistant", "content": reply.choices[0].message.content})
+            if turn > 0:
+                usage = reply.usage
+                assert usage.prompt_tokens_details.cached_tokens >= 0.9 * usage.prompt_tokens
+    after = httpx.get(server.base_url + "/cache").json()
+    # Half the conversations lost their slot between turns: their prefixes came from host memory.
+    assert after["hits"]["host"] - before["hits"]["host"] >= 8
+    assert 0 < after["host"]["bytes"] <= after["host"]["budget_bytes"]
+
+
+def test_cache_reset_drops_everything(server: ServerProcess, client: openai.OpenAI):
+    messages = [
+        {"role": "system", "content": "Reset me. " + SYSTEM},
+        {"role": "user", "content": "Hi"},
+    ]
+    chat(client, messages, max_tokens=2)
+    assert httpx.post(server.base_url + "/cache/reset").json() == {"status": "ok"}
+    assert httpx.get(server.base_url + "/cache").json()["host"]["entries"] == 0
+    again = chat(client, messages, max_tokens=2)
+    assert again.usage.prompt_tokens_details.cached_tokens == 0
+
+
 def test_cache_salt_isolates_tenants(server: ServerProcess, client: openai.OpenAI):
     messages = [
         {"role": "system", "content": "Salted. " + SYSTEM},

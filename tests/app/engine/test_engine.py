@@ -226,3 +226,47 @@ def test_salted_cache_is_not_reused_under_another_salt(engine: Engine):
     )
     assert other.cached_tokens == 0
     assert same.cached_tokens == len(prompt) - 1
+
+
+def test_prefix_whose_slot_was_taken_comes_back_from_host_memory(model_path: str):
+    one = Engine(EngineConfig(model_path=model_path, n_ctx=1024, n_parallel=1, warmup=False))
+    one.start()
+    try:
+        a = prompt_of(one, "Conversation A about rivers and mills. " * 12)
+        b = prompt_of(one, "Conversation B about stars and comets. " * 12)
+        run(one, GenerationRequest(a, GREEDY, max_tokens=2))
+        run(one, GenerationRequest(b, GREEDY, max_tokens=2))  # takes the only slot: A is saved
+        text, again = run(one, GenerationRequest(a.copy(), GREEDY, max_tokens=2))
+        assert again.timings.cache_source == "host"
+        assert again.cached_tokens == len(a) - 1
+        stats = one.reuse.snapshot()
+        assert stats.hits["host"] == 1 and stats.saves >= 1
+        assert 0 < stats.host.bytes <= stats.host.budget_bytes
+        one.call(one.reuse.reset).result(timeout=30)
+        _, after_reset = run(one, GenerationRequest(a.copy(), GREEDY, max_tokens=2))
+        assert after_reset.cached_tokens == 0 and one.reuse.snapshot().host.entries == 0
+    finally:
+        one.stop()
+
+
+def test_host_memory_budget_is_never_exceeded(model_path: str):
+    budget = 3 << 20  # room for about one ~130-token state (23 KB a token)
+    one = Engine(
+        EngineConfig(
+            model_path=model_path, n_ctx=1024, n_parallel=1, warmup=False, cache_ram_bytes=budget
+        )
+    )
+    one.start()
+    try:
+        for topic in ("rivers", "stars", "bread", "ships"):
+            run(
+                one,
+                GenerationRequest(
+                    prompt_of(one, f"All about {topic}. " * 25), GREEDY, max_tokens=2
+                ),
+            )
+            host = one.reuse.snapshot().host
+            assert host.bytes <= budget
+        assert one.reuse.snapshot().saves >= 2  # states were saved, old ones evicted
+    finally:
+        one.stop()

@@ -1,0 +1,112 @@
+"""`HostCache`: saved KV states in host RAM, found by prefix through the radix `PrefixIndex`.
+
+Before a slot's KV is discarded for another conversation, its state is copied here
+(llama_state_seq_get_data_ext); a later request whose prompt shares a prefix with an entry gets
+it restored into its slot and trimmed to the match. Loading an entry does not remove it (unlike
+llama-server's), so the same prefix can serve many slots.
+
+Invariants: bytes_used == sum of entry sizes <= budget_bytes, tokens_used == sum of entry
+lengths <= budget_tokens (when set); `index` holds exactly the entries, keyed by entry id.
+"""
+
+from __future__ import annotations
+
+import itertools
+import time
+from dataclasses import dataclass, field
+
+from app.cache.prefix_index import PrefixIndex
+from mm.token_sequence import TokenSequence
+
+
+@dataclass(slots=True)
+class HostEntry:
+    id: int
+    salt: str
+    tokens: TokenSequence
+    data: bytes
+    last_used: float = field(default_factory=time.monotonic)
+    hits: int = 0
+
+    @property
+    def n_bytes(self) -> int:
+        return len(self.data)
+
+
+@dataclass(slots=True)
+class HostCacheStats:
+    entries: int
+    bytes: int
+    tokens: int
+    budget_bytes: int
+    budget_tokens: int | None
+
+
+class HostCache:
+    def __init__(self, budget_bytes: int, budget_tokens: int | None = None) -> None:
+        self.budget_bytes = budget_bytes
+        self.budget_tokens = budget_tokens
+        self.entries: dict[int, HostEntry] = {}
+        self.index: PrefixIndex[int] = PrefixIndex()
+        self.bytes_used = 0
+        self.tokens_used = 0
+        self._ids = itertools.count(1)
+
+    def covers(self, salt: str, tokens: TokenSequence) -> bool:
+        """True if some entry already holds all of `tokens` (saving them again is waste)."""
+        found = self.index.best(salt, tokens)
+        return found is not None and found[1] == len(tokens)
+
+    def fits(self, n_bytes: int, n_tokens: int) -> bool:
+        return n_bytes <= self.budget_bytes and (
+            self.budget_tokens is None or n_tokens <= self.budget_tokens
+        )
+
+    def store(self, salt: str, tokens: TokenSequence, data: bytes) -> HostEntry | None:
+        """Add an entry; drops entries it wholly contains, then least recently used ones, until
+        the budgets hold. An entry larger than a budget is not stored (None)."""
+        if not self.fits(len(data), len(tokens)):
+            return None
+        for entry_id, n in self.index.match(salt, tokens).items():
+            if n == len(self.entries[entry_id].tokens):  # wholly contained in the new entry
+                self._drop(entry_id)
+        while not self._room_for(len(data), len(tokens)):
+            self._drop(min(self.entries.values(), key=lambda e: e.last_used).id)
+        entry = HostEntry(next(self._ids), salt, tokens.copy(), data)
+        self.entries[entry.id] = entry
+        self.index.set(entry.id, salt, entry.tokens)
+        self.bytes_used += entry.n_bytes
+        self.tokens_used += len(entry.tokens)
+        return entry
+
+    def best(self, salt: str, prompt: TokenSequence) -> tuple[HostEntry, int] | None:
+        found = self.index.best(salt, prompt)
+        return (self.entries[found[0]], found[1]) if found else None
+
+    def touch(self, entry: HostEntry) -> None:
+        entry.hits += 1
+        entry.last_used = time.monotonic()
+
+    def clear(self) -> None:
+        for entry_id in list(self.entries):
+            self._drop(entry_id)
+
+    def stats(self) -> HostCacheStats:
+        return HostCacheStats(
+            len(self.entries),
+            self.bytes_used,
+            self.tokens_used,
+            self.budget_bytes,
+            self.budget_tokens,
+        )
+
+    def _room_for(self, n_bytes: int, n_tokens: int) -> bool:
+        return self.bytes_used + n_bytes <= self.budget_bytes and (
+            self.budget_tokens is None or self.tokens_used + n_tokens <= self.budget_tokens
+        )
+
+    def _drop(self, entry_id: int) -> None:
+        entry = self.entries.pop(entry_id)
+        self.index.remove(entry_id)
+        self.bytes_used -= entry.n_bytes
+        self.tokens_used -= len(entry.tokens)

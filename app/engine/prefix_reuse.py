@@ -1,0 +1,103 @@
+"""`PrefixReuse`: puts the longest reusable prefix of a prompt into a slot's KV.
+
+Sources, cheapest first: the slot's own KV (nothing to do), another slot's KV (shared cells via
+llama_memory_seq_cp, also while that slot generates), a host-memory copy (restored and trimmed).
+Before a slot loses a meaningful part of its KV, that KV is saved to host memory, so a
+conversation whose slot was taken gets its prefix back on whichever slot it lands.
+Engine thread only.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from app.cache.host_cache import HostCache, HostCacheStats
+from app.engine.model import Model
+from app.engine.scheduler import Scheduler
+from app.engine.slot import Slot, usable_prefix
+from app.engine.task import Task
+
+# A slot about to lose fewer tokens than this is not saved: restoring costs more than it saves.
+MIN_SAVE_TOKENS = 64
+TIERS = ("own_slot", "other_slot", "host")
+
+
+@dataclass(slots=True)
+class ReuseStats:
+    hits: dict[str, int] = field(default_factory=lambda: dict.fromkeys(TIERS, 0))
+    tokens: dict[str, int] = field(default_factory=lambda: dict.fromkeys(TIERS, 0))
+    saves: int = 0
+    host: HostCacheStats | None = None
+
+
+class PrefixReuse:
+    def __init__(self, model: Model, scheduler: Scheduler, host: HostCache) -> None:
+        self.model = model
+        self.scheduler = scheduler
+        self.host = host
+        self.stats = ReuseStats()
+
+    def prepare(self, task: Task, slot: Slot) -> tuple[int, str]:
+        """Fill the slot's KV with the best prefix; returns (cached tokens, source)."""
+        prompt, salt = task.request.prompt, task.request.cache_salt
+        if not task.cache_prompt:
+            self._cut(slot, 0, salt)
+            return 0, "none"
+        own = usable_prefix(prompt, slot.reusable_prefix(prompt, salt))
+        donor, donor_n = self.scheduler.best_source(task, exclude=slot)
+        donor_n = usable_prefix(prompt, donor_n)
+        found = self.host.best(salt, prompt)
+        host_n = usable_prefix(prompt, found[1]) if found else 0
+        if found and host_n > max(own, donor_n):
+            self.save(slot, keep=0)
+            if self._restore(slot, found[0].data, found[0].tokens, found[0].salt):
+                self.host.touch(found[0])
+                return self._count("host", slot.cut_to(host_n, self.model))
+        if donor is not None and donor_n > own:
+            self.save(slot, keep=0)
+            slot.copy_prefix(donor, donor_n, self.model)
+            return self._count("other_slot", donor_n)
+        return self._count("own_slot", self._cut(slot, own, salt))
+
+    def save(self, slot: Slot, keep: int) -> None:
+        """Copy the slot's KV to host memory if keeping only `keep` tokens would lose enough."""
+        tokens = slot.cache
+        if len(tokens) - keep < MIN_SAVE_TOKENS or self.host.covers(slot.salt, tokens):
+            return
+        if not self.host.fits(self.model.state_size(slot.id), len(tokens)):
+            return
+        if self.host.store(slot.salt, tokens, self.model.state_save(slot.id)) is not None:
+            self.stats.saves += 1
+
+    def reset(self) -> None:
+        self.host.clear()
+        for slot in self.scheduler.slots:
+            if slot.idle:
+                slot.erase(self.model)
+
+    def snapshot(self) -> ReuseStats:
+        return ReuseStats(
+            dict(self.stats.hits), dict(self.stats.tokens), self.stats.saves, self.host.stats()
+        )
+
+    def _cut(self, slot: Slot, n: int, salt: str) -> int:
+        self.save(slot, keep=n)
+        kept = slot.cut_to(n, self.model)
+        slot.salt = salt
+        return kept
+
+    def _restore(self, slot: Slot, data: bytes, tokens, salt: str) -> bool:
+        slot.erase(self.model)
+        if not self.model.state_restore(slot.id, data):  # no room in the KV right now
+            slot.erase(self.model)
+            return False
+        slot.cache = tokens.copy()
+        slot.salt = salt
+        return True
+
+    def _count(self, tier: str, n: int) -> tuple[int, str]:
+        if n == 0:
+            return 0, "none"
+        self.stats.hits[tier] += 1
+        self.stats.tokens[tier] += n
+        return n, tier
