@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import argparse
 
+import httpx
+
 from bench import core
 from tests.server import ServerProcess
 
@@ -27,6 +29,7 @@ def main() -> None:
             + core.four_turn_chat(base_url)
             + core.four_users_at_once(base_url)
             + core.four_users_at_once_cold(base_url)
+            + core.eight_sessions_three_turns(base_url)
         )
         print(
             f"{'scenario':34} {'prompt':>6} {'cached':>6} {'cold s':>8} {'warm s':>8} "
@@ -37,6 +40,8 @@ def main() -> None:
                 f"{name:34} {warm.prompt_tokens:6d} {warm.cached_tokens:6d} "
                 f"{reference.ttft:8.3f} {warm.ttft:8.3f} {warm.ttft / reference.ttft:9.3f}"
             )
+        hits = httpx.get(base_url + "/cache").json()["hits"]
+        print(f"\ncache hits by tier over the run: {hits}")
         one = core.decode_throughput(base_url, 1)
         four = core.decode_throughput(base_url, 4)
         print(

@@ -144,3 +144,42 @@ def four_users_at_once_cold(base_url: str) -> list[tuple[str, Result, Result]]:
         results = list(pool.map(lambda m: stream_chat(base_url, m, max_tokens=4), conversations))
     slowest = max(results, key=lambda r: r.ttft)
     return [("4 users at once, nothing cached", slowest, reference)]
+
+
+def eight_sessions_three_turns(base_url: str) -> list[tuple[str, Result, Result]]:
+    """8 conversations taking turns on a 4-slot server: half lose their slot between turns.
+
+    Per warm turn: mean TTFT of the 8 warm requests against the mean of the same prompts sent
+    cold (each cold one right after its warm one, so it cannot help it).
+    """
+    chats = [
+        [{"role": "system", "content": long_document(4, uuid.uuid4().hex[:8])}] for _ in range(8)
+    ]
+    rows = []
+    for turn, question in enumerate(
+        ["What is section 1 about?", "And section 2?", "Which year is in section 3?"], start=1
+    ):
+        warm_results, cold_results = [], []
+        for messages in chats:
+            messages.append({"role": "user", "content": question})
+            warm = stream_chat(base_url, messages, max_tokens=16)
+            cold_results.append(cold(base_url, messages, max_tokens=16))
+            warm_results.append(warm)
+            messages.append({"role": "assistant", "content": warm.text})
+        if turn > 1:
+            rows.append(
+                (f"8 sessions on 4 slots, turn {turn}", _mean(warm_results), _mean(cold_results))
+            )
+    return rows
+
+
+def _mean(results: list[Result]) -> Result:
+    n = len(results)
+    return Result(
+        sum(r.ttft for r in results) / n,
+        sum(r.total for r in results) / n,
+        "",
+        sum(r.completion_tokens for r in results) // n,
+        sum(r.prompt_tokens for r in results) // n,
+        sum(r.cached_tokens for r in results) // n,
+    )
