@@ -24,5 +24,6 @@ class EngineConfig:
     idle_prefill_delay: float = 0.25
     cache_ram_bytes: int = 2048 << 20  # host-memory prompt cache budget; 0 disables it
     cache_ram_tokens: int | None = None  # optional budget in tokens
+    cache_dir: str | None = None  # disk tier: saved states survive a restart
     warmup: bool = True
     verbose: bool = False  # llama.cpp's own log lines

@@ -13,6 +13,7 @@ import time
 from collections.abc import Callable
 from concurrent.futures import Future
 
+from app.cache.disk_cache import DiskCache
 from app.cache.host_cache import HostCache
 from app.engine.config import EngineConfig
 from app.engine.model import Model
@@ -33,7 +34,8 @@ class Engine:
         self.model = model or Model(config)
         self.scheduler = Scheduler(self.model.n_seq_max, config.slot_prompt_similarity)
         host = HostCache(config.cache_ram_bytes, config.cache_ram_tokens)
-        self.reuse = PrefixReuse(self.model, self.scheduler, host)
+        disk = DiskCache(config.cache_dir, config.model_path) if config.cache_dir else None
+        self.reuse = PrefixReuse(self.model, self.scheduler, host, disk)
         self._calls: list[tuple[Callable[[], object], Future]] = []
         self._batch = self.model.new_batch()
         self._inbox: list[Task] = []
@@ -52,6 +54,11 @@ class Engine:
         self._thread.start()
 
     def stop(self) -> None:
+        if self.reuse.disk is not None and self._thread is not None and self._thread.is_alive():
+            try:  # keep the slots' KV across the restart
+                self.call(self.reuse.persist).result(timeout=60)
+            except Exception:
+                log.exception("could not save the slots' KV at shutdown")
         self._stopping = True
         self._wake.set()
         if self._thread is not None:
@@ -59,6 +66,8 @@ class Engine:
             if self._thread.is_alive():  # still inside llama_decode: freeing now would crash
                 log.error("engine thread did not stop; leaving the model loaded")
                 return
+        if self.reuse.disk is not None:
+            self.reuse.disk.flush()
         self._batch.close()
         self.model.close()
 

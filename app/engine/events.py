@@ -15,7 +15,7 @@ class Timings:
     predicted_n: int = 0
     predicted_ms: float = 0.0
     slot: int = -1
-    cache_source: str = "none"  # own_slot | other_slot | host | none
+    cache_source: str = "none"  # own_slot | other_slot | host | disk | none
 
     def as_dict(self) -> dict[str, float | int]:
         def per_token(ms: float, n: int) -> float:
@@ -30,7 +30,7 @@ class Timings:
             # cached tokens by where they came from
             "cache_sources": {
                 src: self.cache_n if src == self.cache_source else 0
-                for src in ("own_slot", "other_slot", "host")
+                for src in ("own_slot", "other_slot", "host", "disk")
             },
             "prompt_n": self.prompt_n,
             "prompt_ms": round(self.prompt_ms, 3),

@@ -1,7 +1,8 @@
 """`PrefixReuse`: puts the longest reusable prefix of a prompt into a slot's KV.
 
 Sources, cheapest first: the slot's own KV (nothing to do), another slot's KV (shared cells via
-llama_memory_seq_cp, also while that slot generates), a host-memory copy (restored and trimmed).
+llama_memory_seq_cp, also while that slot generates), a host-memory copy (restored and trimmed),
+a file of the disk tier (read, checked, restored, and kept in host memory again).
 Before a slot loses a meaningful part of its KV, that KV is saved to host memory, so a
 conversation whose slot was taken gets its prefix back on whichever slot it lands.
 Engine thread only.
@@ -11,6 +12,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from app.cache.disk_cache import DiskCache
 from app.cache.host_cache import HostCache, HostCacheStats
 from app.engine.model import Model
 from app.engine.scheduler import Scheduler
@@ -19,7 +21,7 @@ from app.engine.task import Task
 
 # A slot about to lose fewer tokens than this is not saved: restoring costs more than it saves.
 MIN_SAVE_TOKENS = 64
-TIERS = ("own_slot", "other_slot", "host")
+TIERS = ("own_slot", "other_slot", "host", "disk")
 
 
 @dataclass(slots=True)
@@ -28,13 +30,17 @@ class ReuseStats:
     tokens: dict[str, int] = field(default_factory=lambda: dict.fromkeys(TIERS, 0))
     saves: int = 0
     host: HostCacheStats | None = None
+    disk_entries: int = 0
 
 
 class PrefixReuse:
-    def __init__(self, model: Model, scheduler: Scheduler, host: HostCache) -> None:
+    def __init__(
+        self, model: Model, scheduler: Scheduler, host: HostCache, disk: DiskCache | None = None
+    ) -> None:
         self.model = model
         self.scheduler = scheduler
         self.host = host
+        self.disk = disk
         self.stats = ReuseStats()
 
     def prepare(self, task: Task, slot: Slot) -> tuple[int, str]:
@@ -53,6 +59,15 @@ class PrefixReuse:
             if self._restore(slot, found[0].data, found[0].tokens, found[0].salt):
                 self.host.touch(found[0])
                 return self._count("host", slot.cut_to(host_n, self.model))
+        on_disk = self.disk.best(salt, prompt) if self.disk else None
+        disk_n = usable_prefix(prompt, on_disk[1]) if on_disk else 0
+        if on_disk and disk_n > max(own, donor_n, host_n):
+            data = self.disk.read(on_disk[0])
+            if data is not None:
+                self.save(slot, keep=0)
+                if self._restore(slot, data, on_disk[0].tokens, on_disk[0].salt):
+                    self.host.store(salt, on_disk[0].tokens, data)  # hot again: keep in RAM
+                    return self._count("disk", slot.cut_to(disk_n, self.model))
         if donor is not None and donor_n > own:
             self.save(slot, keep=0)
             slot.copy_prefix(donor, donor_n, self.model)
@@ -64,13 +79,25 @@ class PrefixReuse:
         tokens = slot.cache
         if len(tokens) - keep < MIN_SAVE_TOKENS or self.host.covers(slot.salt, tokens):
             return
-        if not self.host.fits(self.model.state_size(slot.id), len(tokens)):
+        to_host = self.host.fits(self.model.state_size(slot.id), len(tokens))
+        if not to_host and self.disk is None:
             return
-        if self.host.store(slot.salt, tokens, self.model.state_save(slot.id)) is not None:
-            self.stats.saves += 1
+        data = self.model.state_save(slot.id)
+        if to_host:
+            self.host.store(slot.salt, tokens, data)
+        if self.disk is not None:
+            self.disk.store(slot.salt, tokens, data)
+        self.stats.saves += 1
+
+    def persist(self) -> None:
+        """Save every slot's KV (at shutdown: the disk tier keeps it across a restart)."""
+        for slot in self.scheduler.slots:
+            self.save(slot, keep=0)
 
     def reset(self) -> None:
         self.host.clear()
+        if self.disk is not None:
+            self.disk.clear()
         for slot in self.scheduler.slots:
             if slot.idle:
                 slot.erase(self.model)

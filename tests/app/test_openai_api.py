@@ -542,3 +542,21 @@ def test_seeded_sampling_is_reproducible(client: openai.OpenAI):
     first = sample(1234)
     assert sample(1234) == first
     assert len({first, sample(1), sample(2), sample(3)}) > 1
+
+
+def test_restart_with_cache_dir_serves_the_prefix_from_disk(tmp_path):
+    messages = [
+        {"role": "system", "content": "Persisted. " + SYSTEM},
+        {"role": "user", "content": "When do you open?"},
+    ]
+    body = {"messages": messages, "max_tokens": 2, "temperature": 0}
+    (tmp_path / ("junk" + ".kvstate")).write_bytes(b"not a state file")
+    args = ("--parallel", "1", "--ctx-size", "2048", "--cache-dir", str(tmp_path))
+    with ServerProcess(*args) as first:
+        httpx.post(first.base_url + "/v1/chat/completions", json=body, timeout=60)
+    with ServerProcess(*args) as second:  # a new process: only the files remain
+        reply = httpx.post(second.base_url + "/v1/chat/completions", json=body, timeout=60).json()
+        usage = reply["usage"]
+        assert usage["prompt_tokens_details"]["cached_tokens"] == usage["prompt_tokens"] - 1
+        assert reply["timings"]["cache_sources"]["disk"] == usage["prompt_tokens"] - 1
+        assert "skipping cache file junk.kvstate" in second.log()
