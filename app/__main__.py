@@ -32,6 +32,13 @@ def parse_args(argv: list[str] | None = None) -> dict[str, object]:
     p.add_argument("--cache-ram-tokens", type=int, help="host prompt cache budget in tokens")
     p.add_argument("--cache-dir", help="keep saved KV states in this directory across restarts")
     p.add_argument("-s", "--seed", type=int)
+    p.add_argument(
+        "--no-swa-full",
+        dest="swa_full",
+        action="store_false",
+        default=None,
+        help="sliding-window models: keep only the window (less memory, less reuse)",
+    )
     p.add_argument("--no-warmup", dest="warmup", action="store_false", default=None)
     p.add_argument("-v", "--verbose", action="store_true", default=None)
     p.add_argument("--log-level")

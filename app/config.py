@@ -53,6 +53,7 @@ class Settings(BaseSettings):
     cache_ram_tokens: int = Field(
         default=0, ge=0, description="host prompt cache, tokens; 0 = no limit"
     )
+    swa_full: bool = True
     warmup: bool = True
     verbose: bool = False
     log_level: str = "info"
@@ -86,6 +87,7 @@ class Settings(BaseSettings):
             cache_ram_bytes=(1 << 62) if self.cache_ram < 0 else self.cache_ram << 20,
             cache_ram_tokens=self.cache_ram_tokens or None,
             cache_dir=self.cache_dir,
+            swa_full=self.swa_full,
             warmup=self.warmup,
             verbose=self.verbose,
         )

@@ -74,6 +74,7 @@ class Model:
         cparams.n_threads = config.n_threads
         cparams.n_threads_batch = config.n_threads
         cparams.kv_unified = True
+        cparams.swa_full = config.swa_full
         cparams.no_perf = True
         self._ctx = llama_cpp.llama_init_from_model(self._model, cparams)
         if not self._ctx:
@@ -90,6 +91,8 @@ class Model:
         self.bos = llama_cpp.llama_vocab_bos(self._vocab)
         self.eos = llama_cpp.llama_vocab_eos(self._vocab)
         self.add_bos = bool(llama_cpp.llama_vocab_get_add_bos(self._vocab))
+        self.n_swa = llama_cpp.llama_model_n_swa(self._model)
+        self.swa_full = config.swa_full
 
     # --- vocabulary -----------------------------------------------------------------------------
 
@@ -203,6 +206,17 @@ class Model:
 
     def seq_clear(self, seq_id: int) -> None:
         llama_cpp.llama_memory_seq_rm(self._mem, seq_id, -1, -1)  # whole sequence: never fails
+
+    def can_keep(self, seq_id: int, pos: int) -> bool:
+        """Whether a sequence cut back to positions [0, pos) can go on from `pos`.
+
+        A sliding-window model without a full-size SWA cache has dropped the window cells of old
+        positions; continuing at `pos` needs the window before it (llama-server's check).
+        """
+        if self.n_swa <= 0 or self.swa_full or pos == 0:
+            return True
+        pos_min = llama_cpp.llama_memory_seq_pos_min(self._mem, seq_id)
+        return pos_min < 0 or pos_min <= max(0, pos - self.n_swa)
 
     def seq_pos_max(self, seq_id: int) -> int:
         return llama_cpp.llama_memory_seq_pos_max(self._mem, seq_id)

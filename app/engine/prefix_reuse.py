@@ -52,6 +52,8 @@ class PrefixReuse:
         own = usable_prefix(prompt, slot.reusable_prefix(prompt, salt))
         donor, donor_n = self.scheduler.best_source(task, exclude=slot)
         donor_n = usable_prefix(prompt, donor_n)
+        if donor is not None and not self.model.can_keep(donor.id, donor.cache.pos_at(donor_n)):
+            donor, donor_n = None, 0  # its sliding window has moved past that prefix
         found = self.host.best(salt, prompt)
         host_n = usable_prefix(prompt, found[1]) if found else 0
         if found and host_n > max(own, donor_n):

@@ -64,6 +64,8 @@ class Slot:
     def cut_to(self, n: int, model: Model) -> int:
         """Keep the first n tokens of the KV (n from `usable_prefix`); return what is kept."""
         self.tail = None
+        if n > 0 and not model.can_keep(self.id, self.cache.pos_at(n)):
+            n = 0  # a sliding window that no longer holds what position n needs: start over
         if n < len(self.cache) and not model.seq_rm(self.id, self.cache.pos_at(n), -1):
             n = 0  # memory that cannot cut partially (e.g. recurrent state): start over
         if n == 0:
