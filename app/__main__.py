@@ -30,6 +30,9 @@ def parse_args(argv: list[str] | None = None) -> dict[str, object]:
         "-cram", "--cache-ram", type=int, help="host prompt cache MiB (0 off, -1 no limit)"
     )
     p.add_argument("--cache-ram-tokens", type=int, help="host prompt cache budget in tokens")
+    p.add_argument(
+        "--cache-reuse", type=int, help="min chunk to reuse from the cache by KV shifting (0 = off)"
+    )
     p.add_argument("--cache-dir", help="keep saved KV states in this directory across restarts")
     p.add_argument("-s", "--seed", type=int)
     p.add_argument(

@@ -25,6 +25,7 @@ class EngineConfig:
     cache_ram_bytes: int = 2048 << 20  # host-memory prompt cache budget; 0 disables it
     cache_ram_tokens: int | None = None  # optional budget in tokens
     cache_dir: str | None = None  # disk tier: saved states survive a restart
+    cache_reuse: int = 0  # min run to reuse by KV shifting (--cache-reuse); 0 = off
     # Sliding-window models: keep every position's KV in the SWA layers too, so any cached prefix
     # stays reusable (measured on Gemma 3 270M, -c 8192 -np 4: KV 61.5 -> 144 MiB). Without it,
     # only prefixes whose window is still held are reused.

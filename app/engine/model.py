@@ -204,6 +204,15 @@ class Model:
         src = (ctypes.c_uint8 * len(data)).from_buffer_copy(data)
         return llama_cpp.llama_state_seq_set_data_ext(self._ctx, src, len(data), seq_id, 0) > 0
 
+    @property
+    def can_shift(self) -> bool:
+        """Whether KV positions can be moved (needed by --cache-reuse)."""
+        return bool(llama_cpp.llama_memory_can_shift(self._mem)) and self.n_swa <= 0
+
+    def seq_shift(self, seq_id: int, p0: int, p1: int, delta: int) -> None:
+        """Move positions [p0, p1) by delta (RoPE is re-applied to the keys)."""
+        llama_cpp.llama_memory_seq_add(self._mem, seq_id, p0, p1, delta)
+
     def seq_clear(self, seq_id: int) -> None:
         llama_cpp.llama_memory_seq_rm(self._mem, seq_id, -1, -1)  # whole sequence: never fails
 

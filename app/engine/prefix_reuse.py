@@ -35,9 +35,15 @@ class ReuseStats:
 
 class PrefixReuse:
     def __init__(
-        self, model: Model, scheduler: Scheduler, host: HostCache, disk: DiskCache | None = None
+        self,
+        model: Model,
+        scheduler: Scheduler,
+        host: HostCache,
+        disk: DiskCache | None = None,
+        shift_min_chunk: int = 0,
     ) -> None:
         self.model = model
+        self.shift_min_chunk = shift_min_chunk  # --cache-reuse; 0 = no KV shifting
         self.scheduler = scheduler
         self.host = host
         self.disk = disk
@@ -74,6 +80,9 @@ class PrefixReuse:
             self.save(slot, keep=0)
             slot.copy_prefix(donor, donor_n, self.model)
             return self._count("other_slot", donor_n)
+        if self.shift_min_chunk and slot.salt == salt:
+            self.save(slot, keep=own)  # before shifting rewrites the KV
+            own = slot.shift_reuse(prompt, own, self.shift_min_chunk, self.model)
         return self._count("own_slot", self._cut(slot, own, salt))
 
     def save(self, slot: Slot, keep: int) -> None:

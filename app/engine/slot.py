@@ -73,6 +73,42 @@ class Slot:
         self.cache.keep_first(n)
         return n
 
+    def shift_reuse(self, prompt: TokenSequence, n: int, min_chunk: int, model: Model) -> int:
+        """llama.cpp's cache_reuse: after the common prefix n, runs of at least `min_chunk`
+        tokens that the KV holds further on are shifted into place instead of recomputed.
+
+        Text only (a shifted image chunk is not the same image in context). The KV past the
+        returned length is left for `cut_to`. Returns the new reusable length (< len(prompt)).
+        """
+        if min_chunk <= 0 or self.cache.has_media or prompt.has_media or not model.can_shift:
+            return n
+        cache = list(self.cache.tokens)
+        wanted = prompt.text_tokens(0, len(prompt))
+        limit = len(wanted) - 1  # the last prompt token is always evaluated
+        head_c = head_p = n
+        while head_c < len(cache) and head_p < limit:
+            run = 0
+            while (
+                head_c + run < len(cache)
+                and head_p + run < limit
+                and cache[head_c + run] == wanted[head_p + run]
+            ):
+                run += 1
+            if run >= min_chunk:
+                if head_c > head_p:  # drop the gap, then move the run back to head_p
+                    model.seq_rm(self.id, head_p, head_c)
+                    model.seq_shift(self.id, head_c, head_c + run, head_p - head_c)
+                cache[head_p : head_p + run] = cache[head_c : head_c + run]
+                head_c += run
+                head_p += run
+            else:
+                head_c += 1
+        if head_p > n:
+            # The KV now holds the prompt's first head_p tokens, then whatever was not reused.
+            model.seq_rm(self.id, head_p, -1)
+            self.cache = TokenSequence(cache[:head_p])
+        return head_p
+
     def copy_prefix(self, donor: Slot, n: int, model: Model) -> None:
         """Replace this slot's KV with the first n tokens of donor's (shared cells, no compute).
 

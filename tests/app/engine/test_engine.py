@@ -270,3 +270,27 @@ def test_host_memory_budget_is_never_exceeded(model_path: str):
         assert one.reuse.snapshot().saves >= 2  # states were saved, old ones evicted
     finally:
         one.stop()
+
+
+def test_kv_shifting_reuses_what_follows_a_removed_middle(model_path: str):
+    """llama.cpp's cache_reuse: a prompt that drops a middle part (a chat trimming an old
+    message) shifts the KV after it into place instead of recomputing it."""
+    config = EngineConfig(
+        model_path=model_path, n_ctx=1024, n_parallel=1, warmup=False, cache_reuse=16
+    )
+    shifting = Engine(config)
+    shifting.start()
+    try:
+        tok = shifting.model.tokenize
+        head = tok("Numbers: " + ", ".join(str(i) for i in range(1, 21)) + ",")
+        middle = tok(" (an aside that will be removed later)", add_special=False)
+        tail = tok(" " + ", ".join(str(i) for i in range(21, 51)) + ",", add_special=False)
+        run(shifting, GenerationRequest(TokenSequence(head + middle + tail), GREEDY, max_tokens=2))
+        trimmed = TokenSequence(head + tail)
+        text, done = run(shifting, GenerationRequest(trimmed, GREEDY, max_tokens=3))
+        # Without shifting only `head` would be reused; the shifted tail is reused too.
+        assert done.cached_tokens == len(trimmed) - 1
+        assert done.timings.prompt_n == 1
+        assert text.lstrip().startswith("51")  # the shifted KV still reads as the numbers
+    finally:
+        shifting.stop()
