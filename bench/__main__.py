@@ -27,8 +27,8 @@ def main() -> None:
         rows = (
             core.same_prompt_twice(base_url)
             + core.four_turn_chat(base_url)
-            + core.four_users_at_once(base_url)
-            + core.four_users_at_once_cold(base_url)
+            + core.four_users_at_once(base_url, precached=True)
+            + core.four_users_at_once(base_url, precached=False)
             + core.eight_sessions_three_turns(base_url)
         )
         print(

@@ -98,52 +98,38 @@ def decode_throughput(base_url: str, n_streams: int, n_tokens: int = 128) -> flo
     return sum(r.completion_tokens for r in results) / wall
 
 
-def four_users_at_once(base_url: str) -> list[tuple[str, Result, Result]]:
-    """A ~1,200-token system prompt cached by one earlier request, then 4 users at once.
+FOUR_USERS = [
+    "Summarise section 2.",
+    "Which year is in section 4?",
+    "What about bridges?",
+    "Name one topic.",
+]
 
-    llama-server (-np 4) served this with one hit and three recomputes: 2.4x the cold TTFT.
-    Warm is the slowest of the four; cold is one such request with nothing reused.
+
+def four_users_at_once(base_url: str, precached: bool) -> list[tuple[str, Result, Result]]:
+    """4 users at once on one ~1,200-token system prompt; warm is the slowest of the four, cold
+    one such request with nothing reused.
+
+    precached: one earlier request cached the prompt (llama-server, -np 4, served this with one
+    hit and three recomputes: 2.4x the cold TTFT). Otherwise nothing is cached: one request
+    computes the prompt, the other three wait for it and share it.
     """
     system = long_document(15, uuid.uuid4().hex[:8])
-    users = [
-        "Summarise section 2.",
-        "Which year is in section 4?",
-        "What about bridges?",
-        "Name one topic.",
-    ]
 
     def conversation(question: str) -> list[dict]:
         return [{"role": "system", "content": system}, {"role": "user", "content": question}]
 
     reference = cold(base_url, conversation("What is this document?"), max_tokens=4)
-    stream_chat(base_url, conversation("What is this document?"), max_tokens=4)  # caches it
+    if precached:
+        stream_chat(base_url, conversation("What is this document?"), max_tokens=4)
+    else:
+        system = long_document(15, uuid.uuid4().hex[:8])  # a prompt nobody has cached
     with ThreadPoolExecutor(max_workers=4) as pool:
         results = list(
-            pool.map(lambda q: stream_chat(base_url, conversation(q), max_tokens=4), users)
+            pool.map(lambda q: stream_chat(base_url, conversation(q), max_tokens=4), FOUR_USERS)
         )
-    slowest = max(results, key=lambda r: r.ttft)
-    return [("4 users at once, shared system", slowest, reference)]
-
-
-def four_users_at_once_cold(base_url: str) -> list[tuple[str, Result, Result]]:
-    """The same, with nothing cached before: one computes the prompt, three wait and copy."""
-    system = long_document(15, uuid.uuid4().hex[:8])
-    users = [
-        "Summarise section 2.",
-        "Which year is in section 4?",
-        "What about bridges?",
-        "Name one topic.",
-    ]
-    conversations = [
-        [{"role": "system", "content": system}, {"role": "user", "content": q}] for q in users
-    ]
-    reference = cold(base_url, conversations[0], max_tokens=4)
-    system = long_document(15, uuid.uuid4().hex[:8])  # a fresh prompt nobody has cached
-    conversations = [[{"role": "system", "content": system}, c[1]] for c in conversations]
-    with ThreadPoolExecutor(max_workers=4) as pool:
-        results = list(pool.map(lambda m: stream_chat(base_url, m, max_tokens=4), conversations))
-    slowest = max(results, key=lambda r: r.ttft)
-    return [("4 users at once, nothing cached", slowest, reference)]
+    name = "4 users at once, " + ("shared system" if precached else "nothing cached")
+    return [(name, max(results, key=lambda r: r.ttft), reference)]
 
 
 def eight_sessions_three_turns(base_url: str) -> list[tuple[str, Result, Result]]:
