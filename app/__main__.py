@@ -33,6 +33,7 @@ def parse_args(argv: list[str] | None = None) -> dict[str, object]:
     p.add_argument(
         "--cache-reuse", type=int, help="min chunk to reuse from the cache by KV shifting (0 = off)"
     )
+    p.add_argument("--cache-policy", choices=["lru", "gdsf"], help="host cache eviction")
     p.add_argument("--cache-dir", help="keep saved KV states in this directory across restarts")
     p.add_argument("-s", "--seed", type=int)
     p.add_argument(

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import importlib.util
 from pathlib import Path
+from typing import Literal
 
 from pydantic import Field, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
@@ -50,6 +51,7 @@ class Settings(BaseSettings):
         default=2048, ge=-1, description="host prompt cache, MiB; 0 off, -1 no limit"
     )
     cache_dir: str | None = None
+    cache_policy: Literal["lru", "gdsf"] = "gdsf"
     cache_reuse: int = Field(default=0, ge=0)
     cache_ram_tokens: int = Field(
         default=0, ge=0, description="host prompt cache, tokens; 0 = no limit"
@@ -88,6 +90,7 @@ class Settings(BaseSettings):
             cache_ram_bytes=(1 << 62) if self.cache_ram < 0 else self.cache_ram << 20,
             cache_ram_tokens=self.cache_ram_tokens or None,
             cache_dir=self.cache_dir,
+            cache_policy=self.cache_policy,
             cache_reuse=self.cache_reuse,
             swa_full=self.swa_full,
             warmup=self.warmup,

@@ -27,6 +27,7 @@ class HostEntry:
     data: bytes
     last_used: float = field(default_factory=time.monotonic)
     hits: int = 0
+    priority: float = 0.0  # GDSF: clock at insertion/last hit + (hits + 1) * cost / size
 
     @property
     def n_bytes(self) -> int:
@@ -43,7 +44,16 @@ class HostCacheStats:
 
 
 class HostCache:
-    def __init__(self, budget_bytes: int, budget_tokens: int | None = None) -> None:
+    def __init__(
+        self, budget_bytes: int, budget_tokens: int | None = None, policy: str = "lru"
+    ) -> None:
+        if policy not in ("lru", "gdsf"):
+            raise ValueError(f"unknown eviction policy {policy!r}")
+        # lru: least recently used first. gdsf (Greedy-Dual-Size-Frequency, the base of RAGCache's
+        # PGDSF): lowest clock + frequency * cost / size first, where cost is the prefill the
+        # entry saves (its tokens) and the clock rises to each evicted priority (aging).
+        self.policy = policy
+        self._clock = 0.0
         self.budget_bytes = budget_bytes
         self.budget_tokens = budget_tokens
         self.entries: dict[int, HostEntry] = {}
@@ -71,8 +81,9 @@ class HostCache:
             if n == len(self.entries[entry_id].tokens):  # wholly contained in the new entry
                 self._drop(entry_id)
         while not self._room_for(len(data), len(tokens)):
-            self._drop(min(self.entries.values(), key=lambda e: e.last_used).id)
+            self._evict()
         entry = HostEntry(next(self._ids), salt, tokens.copy(), data)
+        self._reprioritise(entry)
         self.entries[entry.id] = entry
         self.index.set(entry.id, salt, entry.tokens)
         self.bytes_used += entry.n_bytes
@@ -86,6 +97,18 @@ class HostCache:
     def touch(self, entry: HostEntry) -> None:
         entry.hits += 1
         entry.last_used = time.monotonic()
+        self._reprioritise(entry)
+
+    def _reprioritise(self, entry: HostEntry) -> None:
+        entry.priority = self._clock + (entry.hits + 1) * len(entry.tokens) / max(entry.n_bytes, 1)
+
+    def _evict(self) -> None:
+        if self.policy == "lru":
+            victim = min(self.entries.values(), key=lambda e: e.last_used)
+        else:
+            victim = min(self.entries.values(), key=lambda e: e.priority)
+            self._clock = victim.priority
+        self._drop(victim.id)
 
     def clear(self) -> None:
         for entry_id in list(self.entries):

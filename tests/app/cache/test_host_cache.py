@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -60,3 +61,19 @@ def test_budgets_always_hold(
         assert token_budget is None or cache.tokens_used <= token_budget
         assert len(cache.index) == len(cache.entries)
         cache.index.check()
+
+
+@pytest.mark.parametrize("policy, survives", [("lru", False), ("gdsf", True)])
+def test_a_popular_entry_survives_a_burst_of_one_offs_only_under_gdsf(policy: str, survives: bool):
+    cache = HostCache(budget_bytes=30, policy=policy)
+    popular = cache.store("", seq(9, 9, 9), b"p" * 10)
+    for _ in range(5):
+        cache.touch(popular)  # asked for again and again
+    for i in range(4):  # then four one-off conversations pass through
+        cache.store("", seq(i), b"o" * 10)
+    assert (popular.id in cache.entries) is survives
+
+
+def test_unknown_policy_is_refused():
+    with pytest.raises(ValueError, match="policy"):
+        HostCache(budget_bytes=10, policy="random")
