@@ -43,6 +43,11 @@ def parse_args(argv: list[str] | None = None) -> dict[str, object]:
         default=None,
         help="sliding-window models: keep only the window (less memory, less reuse)",
     )
+    p.add_argument(
+        "--idle-prefill-delay",
+        type=float,
+        help="seconds idle before a chat's next-turn boundary is prefilled (<0 off)",
+    )
     p.add_argument("--no-warmup", dest="warmup", action="store_false", default=None)
     p.add_argument("-v", "--verbose", action="store_true", default=None)
     p.add_argument("--log-level")

@@ -57,6 +57,7 @@ class Settings(BaseSettings):
         default=0, ge=0, description="host prompt cache, tokens; 0 = no limit"
     )
     swa_full: bool = True
+    idle_prefill_delay: float = 0.25  # seconds; negative: no idle prefill of turn boundaries
     warmup: bool = True
     verbose: bool = False
     log_level: str = "info"
@@ -93,6 +94,7 @@ class Settings(BaseSettings):
             cache_policy=self.cache_policy,
             cache_reuse=self.cache_reuse,
             swa_full=self.swa_full,
+            idle_prefill_delay=self.idle_prefill_delay,
             warmup=self.warmup,
             verbose=self.verbose,
         )

@@ -43,6 +43,7 @@ class Engine:
         self._wake = threading.Event()
         self._stopping = False
         self.dead = False  # the engine thread died: nothing will be served any more
+        self._last_busy = 0.0  # time.monotonic() when the last step with requests ended
         self._thread: threading.Thread | None = None
         if config.warmup:
             self._warmup()
@@ -82,34 +83,7 @@ class Engine:
     # --- submission (any thread) ----------------------------------------------------------------
 
     def validate(self, request: GenerationRequest) -> None:
-        prompt = request.prompt
-        if len(prompt) == 0:
-            raise RequestError("the prompt is empty", param="prompt")
-        if prompt.has_media:
-            raise RequestError(
-                "this server cannot evaluate images (no multimodal projector)", param="messages"
-            )
-        try:
-            prompt.validate(self.model.n_vocab)
-        except ValueError as e:
-            raise RequestError(f"invalid prompt tokens: {e}", param="prompt") from e
-        if len(prompt) >= self.model.n_ctx:
-            raise RequestError(
-                f"the request exceeds the available context size: the prompt has {len(prompt)} "
-                f"tokens and the context has {self.model.n_ctx}",
-                param="messages",
-                code="exceed_context_size_error",
-            )
-        if request.id_slot is not None and not 0 <= request.id_slot < len(self.scheduler.slots):
-            raise RequestError(
-                f"id_slot {request.id_slot} does not exist: this server has slots "
-                f"0..{len(self.scheduler.slots) - 1}",
-                param="id_slot",
-            )
-        if request.logprobs is not None and not 0 <= request.logprobs <= 20:
-            raise RequestError("top_logprobs must be between 0 and 20", param="top_logprobs")
-        if request.max_tokens is not None and request.max_tokens < 1:
-            raise RequestError("max_tokens must be at least 1", param="max_tokens")
+        request.check(self.model.n_ctx, self.model.n_vocab, len(self.scheduler.slots))
 
     def submit(self, request: GenerationRequest, sink: Sink) -> Task:
         """Validate and queue; raises RequestError (nothing queued) on bad input."""
@@ -147,9 +121,17 @@ class Engine:
             while not self._stopping:
                 try:
                     self._intake()
+                    if self.scheduler.has_work:
+                        self._step()
+                        self._last_busy = time.monotonic()
+                        continue
+                    # Idle prefill waits until the whole engine has been idle for the delay, so
+                    # it does not hold up a request arriving right after another one ended.
                     due = self.scheduler.next_tail_due()
+                    if due is not None:
+                        due = max(due, self._last_busy + self.config.idle_prefill_delay)
                     now = time.monotonic()
-                    if self.scheduler.has_work or (due is not None and due <= now):
+                    if due is not None and due <= now:
                         self._step()
                         continue
                     self._wake.wait(timeout=1.0 if due is None else due - now)
@@ -249,6 +231,8 @@ class Engine:
         the continuation. A stop-string cut returns shortened text, so nothing is predictable.
         """
         cont = task.request.continuation
+        if self.config.idle_prefill_delay < 0:
+            return
         if not cont or not task.cache_prompt or task.ended_on is None:
             return
         if task.finish_reason == "stop" and task.ended_on == cont[0]:

@@ -24,6 +24,36 @@ class GenerationRequest:
     # the idle slot prefills them so the next turn evaluates only the new message.
     continuation: list[int] | None = None
 
+    def check(self, n_ctx: int, n_vocab: int, n_slots: int) -> None:
+        """Raise RequestError for what this server cannot serve (nothing is queued then)."""
+        prompt = self.prompt
+        if len(prompt) == 0:
+            raise RequestError("the prompt is empty", param="prompt")
+        if prompt.has_media:
+            raise RequestError(
+                "this server cannot evaluate images (no multimodal projector)", param="messages"
+            )
+        try:
+            prompt.validate(n_vocab)
+        except ValueError as e:
+            raise RequestError(f"invalid prompt tokens: {e}", param="prompt") from e
+        if len(prompt) >= n_ctx:
+            raise RequestError(
+                f"the request exceeds the available context size: the prompt has {len(prompt)} "
+                f"tokens and the context has {n_ctx}",
+                param="messages",
+                code="exceed_context_size_error",
+            )
+        if self.id_slot is not None and not 0 <= self.id_slot < n_slots:
+            raise RequestError(
+                f"id_slot {self.id_slot} does not exist: this server has slots 0..{n_slots - 1}",
+                param="id_slot",
+            )
+        if self.logprobs is not None and not 0 <= self.logprobs <= 20:
+            raise RequestError("top_logprobs must be between 0 and 20", param="top_logprobs")
+        if self.max_tokens is not None and self.max_tokens < 1:
+            raise RequestError("max_tokens must be at least 1", param="max_tokens")
+
 
 class RequestError(ValueError):
     """A request the engine refuses before queueing it; the HTTP layer maps it to a 4xx."""
