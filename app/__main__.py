@@ -35,6 +35,13 @@ def parse_args(argv: list[str] | None = None) -> dict[str, object]:
     )
     p.add_argument("--cache-policy", choices=["lru", "gdsf"], help="host cache eviction")
     p.add_argument("--cache-dir", help="keep saved KV states in this directory across restarts")
+    p.add_argument("--cache-disk", type=int, help="disk tier budget MiB (0 = no limit)")
+    p.add_argument("--data-dir", help="SQLite database, media and slot files (default: data)")
+    p.add_argument("--database-url", help="SQLAlchemy URL, e.g. postgresql+psycopg://...")
+    p.add_argument("--slot-save-path", help="directory for /slots save and restore files")
+    p.add_argument("--max-queue", type=int, help="waiting requests before 503 (0 = no bound)")
+    p.add_argument("--timeout", dest="request_timeout", type=float, help="seconds per request")
+    p.add_argument("--shutdown-grace", type=float, help="seconds to finish requests at shutdown")
     p.add_argument("-s", "--seed", type=int)
     p.add_argument(
         "--no-swa-full",
@@ -67,7 +74,7 @@ def main(argv: list[str] | None = None) -> None:
         host=settings.host,
         port=settings.port,
         log_level=settings.log_level,
-        timeout_graceful_shutdown=10,
+        timeout_graceful_shutdown=settings.shutdown_grace,
     )
 
 

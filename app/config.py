@@ -10,7 +10,7 @@ import importlib.util
 from pathlib import Path
 from typing import Literal
 
-from pydantic import Field, model_validator
+from pydantic import AliasChoices, Field, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from app.engine.config import EngineConfig
@@ -56,7 +56,18 @@ class Settings(BaseSettings):
     cache_ram_tokens: int = Field(
         default=0, ge=0, description="host prompt cache, tokens; 0 = no limit"
     )
+    cache_disk: int = Field(default=0, ge=0, description="disk tier budget, MiB; 0 = no limit")
     swa_full: bool = True
+    # Persistence: SQLite file in data_dir unless DATABASE_URL (or KVCHAT_DATABASE_URL) is set.
+    data_dir: str = "data"
+    database_url: str | None = Field(
+        default=None, validation_alias=AliasChoices("KVCHAT_DATABASE_URL", "DATABASE_URL")
+    )
+    slot_save_path: str | None = None  # /slots save|restore files; default: data_dir/slots
+    # Load: waiting requests beyond max_queue get 503 + Retry-After (0 = no bound).
+    max_queue: int = Field(default=64, ge=0)
+    request_timeout: float = Field(default=600.0, ge=0.0)  # seconds per request; 0 = none
+    shutdown_grace: float = Field(default=10.0, ge=0.0)  # seconds in-flight requests may finish
     idle_prefill_delay: float = 0.25  # seconds; negative: no idle prefill of turn boundaries
     warmup: bool = True
     verbose: bool = False
@@ -73,6 +84,16 @@ class Settings(BaseSettings):
 
     def model_path(self) -> str:
         return self.model or packaged_model_path()
+
+    def database(self) -> str:
+        """SQLAlchemy URL: DATABASE_URL, else a SQLite file in the data directory."""
+        if self.database_url:
+            return self.database_url
+        path = Path(self.data_dir).resolve() / "kvchat.db"
+        return f"sqlite:///{path}"
+
+    def slot_dir(self) -> Path:
+        return Path(self.slot_save_path or Path(self.data_dir) / "slots").resolve()
 
     def model_name(self) -> str:
         return self.model_alias or Path(self.model_path()).stem
@@ -91,10 +112,13 @@ class Settings(BaseSettings):
             cache_ram_bytes=(1 << 62) if self.cache_ram < 0 else self.cache_ram << 20,
             cache_ram_tokens=self.cache_ram_tokens or None,
             cache_dir=self.cache_dir,
+            cache_disk_bytes=self.cache_disk << 20,
             cache_policy=self.cache_policy,
             cache_reuse=self.cache_reuse,
             swa_full=self.swa_full,
             idle_prefill_delay=self.idle_prefill_delay,
+            max_queue=self.max_queue,
+            request_timeout=self.request_timeout,
             warmup=self.warmup,
             verbose=self.verbose,
         )

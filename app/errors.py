@@ -11,12 +11,15 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from app.engine.chat_template import ChatTemplateError
 from app.engine.request import RequestError
+from app.metrics import route_of
+from app.outcome import RequestOutcome
 
 log = logging.getLogger(__name__)
 
 _TYPES = {
     400: "invalid_request_error",
     404: "not_found_error",
+    409: "conflict_error",
     405: "invalid_request_error",
     422: "invalid_request_error",
     503: "unavailable_error",
@@ -54,18 +57,29 @@ def _validation_message(exc: RequestValidationError) -> tuple[str, str | None]:
     return (f"{where}: {first.get('msg')}" if where else str(first.get("msg"))), where or None
 
 
+def _count_rejected(request: Request, status: int) -> None:
+    """A generation request refused before it reached a slot: the responder never sees it."""
+    route = route_of(request.url.path)
+    services = getattr(request.app.state, "services", None)  # absent before start-up ends
+    if route is not None and services is not None:
+        services.metrics.observe(RequestOutcome(route=route, outcome="rejected", status=status))
+
+
 def install_error_handlers(app: FastAPI) -> None:
     @app.exception_handler(RequestValidationError)
-    async def _validation(_: Request, exc: RequestValidationError) -> JSONResponse:
+    async def _validation(request: Request, exc: RequestValidationError) -> JSONResponse:
         message, param = _validation_message(exc)
+        _count_rejected(request, 400)
         return error_response(message, 400, param)
 
     @app.exception_handler(RequestError)
-    async def _request_error(_: Request, exc: RequestError) -> JSONResponse:
-        return error_response(exc.message, exc.status, exc.param, exc.code)
+    async def _request_error(request: Request, exc: RequestError) -> JSONResponse:
+        _count_rejected(request, exc.status)
+        return error_response(exc.message, exc.status, exc.param, exc.code, exc.headers)
 
     @app.exception_handler(ChatTemplateError)
-    async def _template_error(_: Request, exc: ChatTemplateError) -> JSONResponse:
+    async def _template_error(request: Request, exc: ChatTemplateError) -> JSONResponse:
+        _count_rejected(request, 400)
         return error_response(str(exc), 400, "messages")
 
     @app.exception_handler(StarletteHTTPException)

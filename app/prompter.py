@@ -59,6 +59,19 @@ class Prompter:
             self._model.tokenize(text, add_special=add_special, parse_special=True)
         )
 
+    def extend(self, tokens: list[int], done: str, text: str) -> list[int]:
+        """Tokens for `text`, which starts with `done` whose tokens are `tokens`: the rest is
+        tokenized alone and appended (no BOS; special tokens parsed)."""
+        if not done:
+            return list(self.tokenize(text).tokens)
+        rest = text[len(done) :]
+        more = self._model.tokenize(rest, add_special=False, parse_special=True) if rest else []
+        return [*tokens, *more]
+
+    def matches(self, tokens: list[int], text: str) -> bool:
+        """True if the tokens' text is exactly `text` (generated ids can stand in for it)."""
+        return self._model.detokenize(tokens) == text
+
     def chat(self, messages: list[dict[str, Any]]) -> TokenSequence:
         return self.tokenize(self.render(messages))
 

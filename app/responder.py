@@ -1,6 +1,9 @@
 """Turns an engine stream into an HTTP response: SSE when streaming, one JSON object otherwise.
 
 A client that goes away cancels its task: the slot is freed at once and keeps its KV for reuse.
+Every request that ran ends in exactly one call of the end hooks (metrics, the request log line
+and, for sessions, storing the reply), also when the client went away or the server shut down.
+The hooks run before the last chunk is sent, so a client that saw the end finds it recorded.
 """
 
 from __future__ import annotations
@@ -8,19 +11,37 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
-from collections.abc import AsyncIterator
+import logging
+from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass, field
 from typing import Any
 
 from fastapi import Request
 from fastapi.responses import JSONResponse, StreamingResponse
 
-from app.engine.engine import Engine
 from app.engine.events import Failed, Finished, TextDelta
 from app.engine.request import GenerationRequest
 from app.engine.stream import EngineStream
 from app.errors import error_body, error_response
+from app.outcome import RequestOutcome
 from app.responses import Envelope, Shape, usage
 from app.schemas import GenerationFields
+from app.services import Services
+from app.turn import TurnRecorder, TurnResult
+
+log = logging.getLogger(__name__)
+
+EndHook = Callable[[TurnResult], None]
+
+
+@dataclass(slots=True)
+class Reply:
+    """How to answer one request: its shape, route name, and what to run when it ends."""
+
+    shape: Shape
+    route: str  # "chat" | "completion" | "session" (metrics label)
+    on_end: list[EndHook] = field(default_factory=list)
+    extra: dict[str, Any] = field(default_factory=dict)  # fields on every response object
 
 
 def _sse(obj: dict[str, Any] | str) -> str:
@@ -34,36 +55,80 @@ async def _watch_disconnect(http: Request, stream: EngineStream) -> None:
     stream.cancel()
 
 
+class _Ending:
+    """Runs the end hooks once; a failing hook is logged and never breaks the response."""
+
+    def __init__(
+        self, services: Services, request: GenerationRequest, reply: Reply, rec: TurnRecorder
+    ) -> None:
+        self.services, self.request, self.reply, self.rec = services, request, reply, rec
+        self.done = False
+
+    def __call__(self) -> None:
+        if self.done:
+            return
+        self.done = True
+        result = self.rec.result()
+        for hook in [self._observe, *self.reply.on_end]:
+            try:
+                hook(result)
+            except Exception:
+                log.exception("end-of-request hook failed")
+
+    def _observe(self, result: TurnResult) -> None:
+        done, failed = result.finished, result.failed
+        timings = done.timings if done is not None else None
+        self.services.metrics.observe(
+            RequestOutcome(
+                route=self.reply.route,
+                outcome=result.status,
+                status=failed.status if failed is not None else 200,
+                slot=timings.slot if timings is not None else -1,
+                session_id=self.request.session,
+                prompt_tokens=len(self.request.prompt),
+                cached_tokens=done.cached_tokens if done is not None else 0,
+                cache_source=timings.cache_source if timings is not None else "none",
+                completion_tokens=done.completion_tokens if done is not None else 0,
+                ttft_s=result.ttft_s,
+                e2e_s=result.e2e_s,
+                finish_reason=done.finish_reason if done is not None else None,
+            )
+        )
+
+
 async def respond(
-    engine: Engine,
+    services: Services,
     request: GenerationRequest,
     body: GenerationFields,
-    shape: Shape,
-    model_name: str,
+    reply: Reply,
     http: Request,
 ) -> JSONResponse | StreamingResponse:
-    stream = engine.open(request)  # raises RequestError before anything is sent
-    envelope = Envelope(shape, model_name)
+    rec = TurnRecorder()
+    stream = services.engine.open(request)  # raises RequestError before anything is sent
+    envelope = Envelope(reply.shape, services.model_name, reply.extra)
+    ending = _Ending(services, request, reply, rec)
     if body.stream:
         return StreamingResponse(
-            _stream(stream, envelope, body.include_usage(), http),
+            _stream(stream, envelope, body.include_usage(), http, rec, ending),
             media_type="text/event-stream",
             headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"},
         )
     watcher = asyncio.create_task(_watch_disconnect(http, stream))
     try:
-        parts: list[str] = []
         logprobs = [] if request.logprobs is not None else None
         async for event in stream:
+            rec.add(event)
             if isinstance(event, TextDelta):
-                parts.append(event.text)
                 if logprobs is not None and event.logprobs:
                     logprobs.extend(event.logprobs)
             elif isinstance(event, Finished):
-                return JSONResponse(envelope.whole("".join(parts), event, logprobs))
+                ending()
+                return JSONResponse(envelope.whole("".join(rec.parts), event, logprobs))
             elif isinstance(event, Failed):
+                ending()
                 return error_response(event.message, event.status, code=event.code)
     finally:
+        ending()
         watcher.cancel()
         with contextlib.suppress(asyncio.CancelledError):
             await watcher
@@ -71,7 +136,12 @@ async def respond(
 
 
 async def _stream(
-    stream: EngineStream, envelope: Envelope, include_usage: bool, http: Request
+    stream: EngineStream,
+    envelope: Envelope,
+    include_usage: bool,
+    http: Request,
+    rec: TurnRecorder,
+    ending: _Ending,
 ) -> AsyncIterator[str]:
     shape = envelope.shape
     watcher = asyncio.create_task(_watch_disconnect(http, stream))
@@ -81,11 +151,13 @@ async def _stream(
             yield _sse(envelope.chunk(opening))
         offset = 0  # characters sent so far (the legacy logprobs shape wants text offsets)
         async for event in stream:
+            rec.add(event)
             if isinstance(event, TextDelta):
                 lp = shape.logprobs(event.logprobs, offset) if event.logprobs is not None else None
                 yield _sse(envelope.chunk(shape.delta(event.text, lp)))
                 offset += len(event.text)
             elif isinstance(event, Finished):
+                ending()
                 yield _sse(
                     envelope.chunk(
                         shape.closing(event.finish_reason), timings=event.timings.as_dict()
@@ -94,8 +166,10 @@ async def _stream(
                 if include_usage:
                     yield _sse(envelope.chunk(None, usage=usage(event)))
             elif isinstance(event, Failed):
+                ending()
                 yield _sse(error_body(event.message, event.status, code=event.code))
         yield _sse("[DONE]")
     finally:
         stream.cancel()  # no-op when finished; frees the slot when the client went away
         watcher.cancel()
+        ending()  # the client went away or the server is shutting down: record what came

@@ -106,11 +106,12 @@ Shape = type[ChatShape] | type[TextShape]
 class Envelope:
     """id/created/model shared by every object of one response."""
 
-    def __init__(self, shape: Shape, model: str) -> None:
+    def __init__(self, shape: Shape, model: str, extra: dict[str, Any] | None = None) -> None:
         self.shape = shape
         self.id = shape.id_prefix + uuid.uuid4().hex[:24]
         self.created = int(time.time())
         self.model = model
+        self.extra = extra or {}  # fields every object carries (e.g. session_id)
 
     def make(self, obj: str, choices: list[dict[str, Any]], **extra: Any) -> dict[str, Any]:
         return {
@@ -119,6 +120,7 @@ class Envelope:
             "created": self.created,
             "model": self.model,
             "choices": choices,
+            **self.extra,
             **extra,
         }
 

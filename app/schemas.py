@@ -5,7 +5,7 @@ Unknown fields are ignored, as the OpenAI API and llama-server do, so any OpenAI
 
 from __future__ import annotations
 
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
@@ -134,6 +134,9 @@ class GenerationFields(BaseModel):
 
 class ChatCompletionRequest(GenerationFields):
     messages: list[ChatMessage] = Field(min_length=1)
+    # Conversation key for slot affinity (also the X-Session-Id header), for clients that send
+    # the whole history each turn.
+    session_id: str | None = Field(default=None, max_length=128)
     logprobs: bool = False
     top_logprobs: int | None = Field(default=None, ge=0, le=20)
 
@@ -160,3 +163,51 @@ class CompletionRequest(GenerationFields):
         if len(p) != 1:
             raise ValueError("only one prompt per request is supported")
         return p[0]  # type: ignore[return-value]
+
+
+# Sampling defaults a session may store; a message request's own fields override them.
+SESSION_DEFAULT_FIELDS = frozenset(
+    {
+        "temperature",
+        "top_p",
+        "top_k",
+        "min_p",
+        "seed",
+        "repeat_penalty",
+        "repeat_last_n",
+        "frequency_penalty",
+        "presence_penalty",
+        "max_tokens",
+        "stop",
+        "cache_salt",
+    }
+)
+
+
+class CreateSessionRequest(BaseModel):
+    system_prompt: str | None = None
+    title: str | None = Field(default=None, max_length=200)
+    sampling: dict[str, Any] = Field(default_factory=dict)
+
+    @model_validator(mode="after")
+    def _known_sampling(self) -> CreateSessionRequest:
+        unknown = sorted(set(self.sampling) - SESSION_DEFAULT_FIELDS)
+        if unknown:
+            raise ValueError(
+                f"unknown sampling fields {unknown}; allowed: {sorted(SESSION_DEFAULT_FIELDS)}"
+            )
+        GenerationFields.model_validate(self.sampling)  # values are checked now, not per turn
+        return self
+
+
+class SessionMessageRequest(GenerationFields):
+    """A new user message for a stored session; fields left out take the session's defaults."""
+
+    role: Literal["user"] = "user"
+    content: str | list[ContentPart]
+
+    def text(self) -> str:
+        return ChatMessage(role="user", content=self.content).text()
+
+    def has_images(self) -> bool:
+        return ChatMessage(role="user", content=self.content).has_images()

@@ -11,11 +11,14 @@ from fastapi import FastAPI
 from fastapi.staticfiles import StaticFiles
 
 from app.config import Settings
+from app.db.store import Store
 from app.engine.engine import Engine
 from app.errors import install_error_handlers
+from app.metrics import EngineGauges, Metrics
 from app.prompter import Prompter
-from app.routes import openai, system, tokens
+from app.routes import openai, sessions, system, tokens
 from app.services import Services
+from app.turn_cache import TurnCache
 
 log = logging.getLogger(__name__)
 FRONTEND = Path(__file__).resolve().parent.parent / "frontend"
@@ -33,19 +36,35 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             config.n_ctx,
             config.n_parallel,
         )
+        store = Store(settings.database())
+        store.migrate()  # Alembic upgrade head: the schema is current before anything is served
         engine = Engine(config)
         engine.start()
+
+        def gauges() -> EngineGauges:
+            slots = engine.slots()
+            busy = sum(1 for s in slots if s.state != "idle")
+            return EngineGauges(len(slots), busy, engine.n_waiting)
+
         app.state.services = Services(
-            settings, engine, Prompter(engine.model), settings.model_name()
+            settings,
+            engine,
+            Prompter(engine.model),
+            settings.model_name(),
+            Metrics(gauges),
+            store,
+            TurnCache(),
         )
         try:
             yield
         finally:
             engine.stop()
+            store.close()
 
     app = FastAPI(title="kvchat", version="0.1.0", lifespan=lifespan)
     install_error_handlers(app)
     app.include_router(openai.router)
+    app.include_router(sessions.router)
     app.include_router(system.router)
     app.include_router(tokens.router)
     if FRONTEND.is_dir():

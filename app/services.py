@@ -8,8 +8,11 @@ from typing import Annotated
 from fastapi import Depends, Request
 
 from app.config import Settings
+from app.db.store import Store
 from app.engine.engine import Engine
+from app.metrics import Metrics
 from app.prompter import Prompter
+from app.turn_cache import TurnCache
 
 
 @dataclass(slots=True)
@@ -18,6 +21,9 @@ class Services:
     engine: Engine
     prompter: Prompter
     model_name: str
+    metrics: Metrics
+    store: Store  # sessions, messages, media (app/db)
+    turns: TurnCache  # exact tokens of recent chat replies
 
 
 def get_services(request: Request) -> Services:

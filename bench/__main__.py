@@ -6,7 +6,7 @@ import argparse
 
 import httpx
 
-from bench import core
+from bench import core, sessions
 from tests.server import ServerProcess
 
 
@@ -30,14 +30,15 @@ def main() -> None:
             + core.four_users_at_once(base_url, precached=True)
             + core.four_users_at_once(base_url, precached=False)
             + core.eight_sessions_three_turns(base_url)
+            + sessions.eight_sessions_four_turns(base_url)
         )
         print(
-            f"{'scenario':34} {'prompt':>6} {'cached':>6} {'cold s':>8} {'warm s':>8} "
+            f"{'scenario':40} {'prompt':>6} {'cached':>6} {'cold s':>8} {'warm s':>8} "
             f"{'warm/cold':>9}"
         )
         for name, warm, reference in rows:
             print(
-                f"{name:34} {warm.prompt_tokens:6d} {warm.cached_tokens:6d} "
+                f"{name:40} {warm.prompt_tokens:6d} {warm.cached_tokens:6d} "
                 f"{reference.ttft:8.3f} {warm.ttft:8.3f} {warm.ttft / reference.ttft:9.3f}"
             )
         hits = httpx.get(base_url + "/cache").json()["hits"]

@@ -26,21 +26,31 @@ _http = httpx.Client(timeout=600, limits=httpx.Limits(max_connections=64))
 
 
 def stream_chat(base_url: str, messages: list[dict], max_tokens: int = 16, **extra) -> Result:
-    body = {
-        "model": "default",
-        "messages": messages,
-        "max_tokens": max_tokens,
-        "temperature": 0,
-        "stream": True,
-        "stream_options": {"include_usage": True},
-        **extra,
-    }
+    body = {"model": "default", "messages": messages, "max_tokens": max_tokens, **extra}
+    return stream(base_url + "/v1/chat/completions", body)
+
+
+def stream_session(base_url: str, session_id: str, content: str, max_tokens: int = 16) -> Result:
+    """One turn through the sessions API: only the new message is sent."""
+    body = {"content": content, "max_tokens": max_tokens}
+    return stream(f"{base_url}/v1/sessions/{session_id}/messages", body)
+
+
+def create_session(base_url: str, system_prompt: str) -> str:
+    r = _http.post(base_url + "/v1/sessions", json={"system_prompt": system_prompt})
+    r.raise_for_status()
+    return r.json()["id"]
+
+
+def stream(url: str, body: dict) -> Result:
+    """POST a streaming completion request; time the first content token and the end."""
+    body = {"temperature": 0, "stream": True, "stream_options": {"include_usage": True}, **body}
     t0 = time.perf_counter()
     ttft = None
     text = ""
     usage: dict = {}
     timings: dict = {}
-    with _http.stream("POST", base_url + "/v1/chat/completions", json=body) as resp:
+    with _http.stream("POST", url, json=body) as resp:
         resp.raise_for_status()
         for line in resp.iter_lines():
             if not line.startswith("data: ") or line == "data: [DONE]":

@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import os
+import shutil
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -24,7 +26,10 @@ class ServerProcess:
     def __init__(self, *args: str, env: dict[str, str] | None = None) -> None:
         self.port = free_port()
         self.base_url = f"http://127.0.0.1:{self.port}"
-        self.args = ["--host", "127.0.0.1", "--port", str(self.port), *args]
+        # A database and files of its own unless the caller names a data directory.
+        self._own_data = None if "--data-dir" in args else tempfile.mkdtemp(prefix="kvchat-")
+        own = ["--data-dir", self._own_data] if self._own_data else []
+        self.args = ["--host", "127.0.0.1", "--port", str(self.port), *own, *args]
         self.env = {**os.environ, **(env or {})}
         self.proc: subprocess.Popen[bytes] | None = None
         self.log_path = ROOT / ".pytest_cache" / f"server-{self.port}.log"
@@ -63,6 +68,8 @@ class ServerProcess:
             except subprocess.TimeoutExpired:
                 self.proc.kill()
                 self.proc.wait()
+        if self._own_data:
+            shutil.rmtree(self._own_data, ignore_errors=True)
 
     def __enter__(self) -> ServerProcess:
         return self.start()

@@ -1,41 +1,35 @@
 """`DiskCache`: saved KV states in files under --cache-dir, so a restart keeps them.
 
-One file per entry: a magic line, one JSON header line (format, model fingerprint, salt, tokens,
-media chunks, data size and sha256), then the raw state bytes. At start-up only headers are
-read and indexed (radix `PrefixIndex`); data is read, and checked against its sha256, when an
-entry is restored. Files of another format or model, or damaged ones, are skipped with a warning
-and never loaded: a state from another model would silently corrupt the KV.
+One file per entry, in the shared state-file format (app/cache/state_file.py). At start-up only
+headers are read and indexed (radix `PrefixIndex`); data is read, and checked against its sha256,
+when an entry is restored. Files of another format or model, or damaged ones, are skipped with a
+warning and never loaded: a state from another model would silently corrupt the KV.
+
+With a byte budget (--cache-disk), the least recently used entries are deleted after a write
+until our entry files fit; "used" is a store or a restore. The order survives a restart: a
+restore bumps the file's mtime, and the order is seeded from mtimes at start-up.
 """
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import logging
 import os
+import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
+from app.cache import state_file
 from app.cache.prefix_index import PrefixIndex
-from mm.token_sequence import MediaChunk, TokenSequence
+from app.cache.state_file import StateFileError
+from mm.token_sequence import TokenSequence
 
 log = logging.getLogger(__name__)
 
-MAGIC = b"KVCHAT-STATE\n"
-FORMAT = 1
 SUFFIX = ".kvstate"
-
-
-def model_fingerprint(path: str) -> str:
-    """Cheap identity of a model file: size plus hashes of its first and last MiB."""
-    size = os.path.getsize(path)
-    h = hashlib.sha256(str(size).encode())
-    with open(path, "rb") as f:
-        h.update(f.read(1 << 20))
-        f.seek(max(size - (1 << 20), 0))
-        h.update(f.read(1 << 20))
-    return h.hexdigest()[:32]
 
 
 @dataclass(slots=True)
@@ -43,69 +37,54 @@ class DiskEntry:
     path: Path
     salt: str
     tokens: TokenSequence
-    n_bytes: int
+    n_bytes: int  # state data
     sha256: str
-
-
-def _header(salt: str, tokens: TokenSequence, data: bytes, model: str) -> dict:
-    return {
-        "format": FORMAT,
-        "model": model,
-        "salt": salt,
-        "tokens": [t if t >= 0 else -1 for t in tokens.tokens],
-        "media": [[s, c.id, c.n_tokens, c.n_pos] for s, c in tokens.media()],
-        "n_bytes": len(data),
-        "sha256": hashlib.sha256(data).hexdigest(),
-    }
-
-
-def _tokens_of(header: dict) -> TokenSequence:
-    media = {s: MediaChunk(i, n, p) for s, i, n, p in header["media"]}
-    seq, i, raw = TokenSequence(), 0, header["tokens"]
-    while i < len(raw):
-        if i in media:
-            seq.add_media(media[i])
-            i += media[i].n_tokens
-        else:
-            seq.append(raw[i])
-            i += 1
-    return seq
+    file_bytes: int = 0  # the whole file: what counts against the budget
+    last_used: float = 0.0  # time.time() of the last store or restore (mtime at start-up)
 
 
 class DiskCache:
-    def __init__(self, directory: str | Path, model_path: str) -> None:
+    def __init__(self, directory: str | Path, model_path: str, max_bytes: int = 0) -> None:
         self.dir = Path(directory)
         self.dir.mkdir(parents=True, exist_ok=True)
-        self.model = model_fingerprint(model_path)
+        self.model = state_file.cached_fingerprint(model_path)
+        self.max_bytes = max_bytes  # 0 = no limit
+        self.total_bytes = 0  # sum of file_bytes over entries
         self.entries: dict[str, DiskEntry] = {}
         self.index: PrefixIndex[str] = PrefixIndex()
         self._writer = ThreadPoolExecutor(max_workers=1, thread_name_prefix="cache-writer")
         for path in sorted(self.dir.glob("*" + SUFFIX)):
             self._load_header(path)
+        self._evict()  # the budget may have been lowered since the files were written
 
     def _load_header(self, path: Path) -> None:
         try:
-            with path.open("rb") as f:
-                if f.readline() != MAGIC:
-                    raise ValueError("not a kvchat state file")
-                header = json.loads(f.readline())
-            if header.get("format") != FORMAT:
-                raise ValueError(f"format {header.get('format')}, expected {FORMAT}")
-            if header.get("model") != self.model:
-                raise ValueError("saved with another model")
-            tokens = _tokens_of(header)
-        except (OSError, ValueError, KeyError, TypeError) as e:
+            header = state_file.load_header(path, self.model)
+            stat = path.stat()
+        except (OSError, StateFileError) as e:
             log.warning("skipping cache file %s: %s", path.name, e)
             return
-        self._add(DiskEntry(path, header["salt"], tokens, header["n_bytes"], header["sha256"]))
+        self._add(
+            DiskEntry(
+                path,
+                header.salt,
+                header.tokens,
+                header.n_bytes,
+                header.sha256,
+                stat.st_size,
+                stat.st_mtime,
+            )
+        )
 
     def _add(self, entry: DiskEntry) -> None:
         self.entries[entry.path.name] = entry
+        self.total_bytes += entry.file_bytes
         self.index.set(entry.path.name, entry.salt, entry.tokens)
 
     def store(self, salt: str, tokens: TokenSequence, data: bytes) -> None:
-        """Write an entry in the background; entries it wholly contains are deleted."""
-        header = _header(salt, tokens, data, self.model)
+        """Write an entry in the background; entries it wholly contains are deleted. An entry
+        larger than the whole budget is not written; older entries make room for a new one."""
+        header = state_file.encode_header(salt, tokens, data, self.model)
         name = (
             hashlib.sha256(
                 json.dumps([self.model, salt, header["tokens"], header["media"]]).encode()
@@ -113,20 +92,22 @@ class DiskCache:
             + SUFFIX
         )
         if name in self.entries:
+            self._touch(self.entries[name])
+            return
+        head = state_file.header_bytes(header)
+        size = len(head) + len(data)
+        if self.max_bytes and size > self.max_bytes:
+            log.debug("not caching a %d-byte state on disk: the budget is %d", size, self.max_bytes)
             return
         for other, n in self.index.match(salt, tokens).items():
             if n == len(self.entries[other].tokens):
                 self._delete(other)
-        entry = DiskEntry(self.dir / name, salt, tokens.copy(), len(data), header["sha256"])
+        entry = DiskEntry(
+            self.dir / name, salt, tokens.copy(), len(data), header["sha256"], size, time.time()
+        )
         self._add(entry)
-        self._writer.submit(self._write, entry.path, header, data)
-
-    @staticmethod
-    def _write(path: Path, header: dict, data: bytes) -> None:
-        tmp = path.with_suffix(".tmp")
-        with tmp.open("wb") as f:
-            f.write(MAGIC + json.dumps(header).encode() + b"\n" + data)
-        tmp.replace(path)  # atomic: a crash never leaves a half-written entry under its name
+        self._writer.submit(state_file.write, entry.path, head, data)
+        self._evict(keep=name)
 
     def best(self, salt: str, prompt: TokenSequence) -> tuple[DiskEntry, int] | None:
         found = self.index.best(salt, prompt)
@@ -135,13 +116,11 @@ class DiskCache:
     def read(self, entry: DiskEntry) -> bytes | None:
         """The entry's state bytes, or None (and the entry forgotten) if missing or damaged."""
         try:
-            with entry.path.open("rb") as f:
-                f.readline()
-                f.readline()
-                data = f.read()
-            if len(data) == entry.n_bytes and hashlib.sha256(data).hexdigest() == entry.sha256:
-                return data
-            log.warning("cache file %s is damaged; dropping it", entry.path.name)
+            _, data = state_file.load(entry.path, self.model)
+            self._touch(entry)
+            return data
+        except StateFileError as e:
+            log.warning("cache file %s is damaged (%s); dropping it", entry.path.name, e)
         except OSError as e:
             log.warning("cache file %s unreadable: %s", entry.path.name, e)
         self._delete(entry.path.name)
@@ -154,7 +133,30 @@ class DiskCache:
     def flush(self) -> None:
         self._writer.shutdown(wait=True)
 
+    def _touch(self, entry: DiskEntry) -> None:
+        entry.last_used = time.time()
+        # The mtime carries the LRU order across a restart; queued after any pending write.
+        with contextlib.suppress(RuntimeError):  # the writer is shut down: only memory counts
+            self._writer.submit(_utime, entry.path)
+
+    def _evict(self, keep: str | None = None) -> None:
+        """Delete least recently used entries until the budget holds (never `keep`, the entry
+        just stored: it was checked to fit on its own)."""
+        if not self.max_bytes:
+            return
+        while self.total_bytes > self.max_bytes:
+            victims = [e for name, e in self.entries.items() if name != keep]
+            if not victims:
+                return
+            self._delete(min(victims, key=lambda e: e.last_used).path.name)
+
     def _delete(self, name: str) -> None:
         entry = self.entries.pop(name)
+        self.total_bytes -= entry.file_bytes
         self.index.remove(name)
         self._writer.submit(entry.path.unlink, missing_ok=True)
+
+
+def _utime(path: Path) -> None:
+    with contextlib.suppress(OSError):  # deleted meanwhile: nothing to refresh
+        os.utime(path)

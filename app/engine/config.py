@@ -28,10 +28,13 @@ class EngineConfig:
     # (+3 to +4.5 points at budgets of 2k-8k tokens, equal at 1k).
     cache_policy: str = "gdsf"
     cache_dir: str | None = None  # disk tier: saved states survive a restart
+    cache_disk_bytes: int = 0  # disk tier budget; 0 = no limit
     cache_reuse: int = 0  # min run to reuse by KV shifting (--cache-reuse); 0 = off
     # Sliding-window models: keep every position's KV in the SWA layers too, so any cached prefix
     # stays reusable (measured on Gemma 3 270M, -c 8192 -np 4: KV 61.5 -> 144 MiB). Without it,
     # only prefixes whose window is still held are reused.
     swa_full: bool = True
+    max_queue: int = 64  # waiting requests beyond this are refused (503); 0 = no bound
+    request_timeout: float = 600.0  # seconds from submission; 0 = no limit
     warmup: bool = True
     verbose: bool = False  # llama.cpp's own log lines

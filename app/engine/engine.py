@@ -92,12 +92,29 @@ class Engine:
             self.config.cache_prompt if request.cache_prompt is None else request.cache_prompt
         )
         task = Task(request, sink, cache_prompt)
+        if self.config.request_timeout > 0:
+            task.deadline = time.monotonic() + self.config.request_timeout
         with self._lock:
             if self._stopping or self.dead:
                 raise RequestError("the server is shutting down", code="unavailable", status=503)
+            self._check_queue_room()
             self._inbox.append(task)
         self._wake.set()
         return task
+
+    def _check_queue_room(self) -> None:
+        """Refuse a request that would wait behind max_queue others (caller holds the lock)."""
+        limit = self.config.max_queue
+        idle = sum(1 for s in self.scheduler.slots if s.idle)
+        waiting = len(self.scheduler.waiting) + len(self._inbox)
+        if limit and waiting - idle >= limit:
+            retry = 1 + waiting // len(self.scheduler.slots)  # a rough turn of the queue
+            raise RequestError(
+                f"the server is busy: {waiting} requests are waiting for a slot; retry later",
+                code="unavailable",
+                status=503,
+                headers={"Retry-After": str(retry)},
+            )
 
     def cancel(self, task: Task) -> None:
         task.cancelled = True
@@ -183,10 +200,21 @@ class Engine:
                 future.set_exception(e)
         for task in new:
             self.scheduler.enqueue(task)
+        self._expire(time.monotonic())
         for task in self.scheduler.take_cancelled():
             task.finish("cancelled")  # no-op if it already finished
         while (admission := self.scheduler.next_admission()) is not None:
             self._admit(*admission)
+
+    def _expire(self, now: float) -> None:
+        """Fail requests past their time limit, queued or running (the slot keeps its KV)."""
+        for task in [*self.scheduler.waiting, *self.scheduler.active]:
+            if task.deadline is not None and now >= task.deadline and not task.done:
+                task.fail(
+                    f"the request exceeded the time limit of {self.config.request_timeout:g} s",
+                    status=504,
+                    code="timeout",
+                )
 
     def _admit(self, task: Task, slot: Slot) -> None:
         prompt = task.request.prompt

@@ -19,8 +19,10 @@ from app.engine.scheduler import Scheduler
 from app.engine.slot import Slot, usable_prefix
 from app.engine.task import Task
 
-# A slot about to lose fewer tokens than this is not saved: restoring costs more than it saves.
-MIN_SAVE_TOKENS = 64
+# A slot about to lose fewer tokens than this is not saved. Saving or restoring a sequence is a
+# copy of its KV (milliseconds for thousands of tokens of this model), while recomputing 16
+# tokens costs ~130 ms here: below this the host-cache entry is not worth its memory.
+MIN_SAVE_TOKENS = 16
 TIERS = ("own_slot", "other_slot", "host", "disk")
 
 
@@ -31,6 +33,7 @@ class ReuseStats:
     saves: int = 0
     host: HostCacheStats | None = None
     disk_entries: int = 0
+    disk_bytes: int = 0  # files of the disk tier, counted against --cache-disk
 
 
 class PrefixReuse:
@@ -114,8 +117,14 @@ class PrefixReuse:
                 slot.erase(self.model)
 
     def snapshot(self) -> ReuseStats:
+        disk = self.disk
         return ReuseStats(
-            dict(self.stats.hits), dict(self.stats.tokens), self.stats.saves, self.host.stats()
+            dict(self.stats.hits),
+            dict(self.stats.tokens),
+            self.stats.saves,
+            self.host.stats(),
+            disk_entries=len(disk.entries) if disk is not None else 0,
+            disk_bytes=disk.total_bytes if disk is not None else 0,
         )
 
     def _cut(self, slot: Slot, n: int, salt: str) -> int:

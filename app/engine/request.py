@@ -17,6 +17,9 @@ class GenerationRequest:
     ignore_eos: bool = False
     cache_prompt: bool | None = None  # None: the server default
     id_slot: int | None = None  # pin to this slot (waits for it if busy)
+    # Conversation the request belongs to: it goes back to the slot that holds its KV when that
+    # slot is idle (slot affinity), and no other conversation takes a slot it could avoid taking.
+    session: str | None = None
     cache_salt: str = ""  # tenant key: KV cached under one salt is never reused under another
     logprobs: int | None = None  # None: off; n: report each token's logprob and the n best
     # Tokens a conversation puts after a reply that ended on end-of-generation (for a chat
@@ -65,9 +68,11 @@ class RequestError(ValueError):
         param: str | None = None,
         code: str = "invalid_request_error",
         status: int = 400,
+        headers: dict[str, str] | None = None,
     ) -> None:
         super().__init__(message)
         self.message = message
         self.param = param
         self.code = code
         self.status = status
+        self.headers = headers  # e.g. Retry-After on 503

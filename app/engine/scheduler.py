@@ -59,7 +59,13 @@ class Scheduler:
         return gone + gone_active
 
     def choose_slot(self, task: Task) -> Slot | None:
-        """Explicit id_slot > the idle slot with the longest usable prefix > least recently used."""
+        """Explicit id_slot > the conversation's own slot > the idle slot with the longest usable
+        prefix > least recently used. A busy slot is never taken.
+
+        A conversation whose slot is busy or was given away prefers an idle slot that holds no
+        other conversation, so it does not push one out needlessly (its prefix can be copied
+        from any slot or restored from host memory); failing that, it takes the least recently
+        used idle slot."""
         wanted = task.request.id_slot
         if wanted is not None:
             slot = self.slots[wanted]
@@ -67,6 +73,15 @@ class Scheduler:
         idle = [s for s in self.slots if s.idle]
         if not idle:
             return None
+        session = task.request.session
+        if session is not None:
+            own = next((s for s in idle if s.session == session), None)
+            if own is not None:
+                return own
+            unpinned = [s for s in idle if s.session is None]
+            if not unpinned:
+                return min(idle, key=lambda s: s.last_used)
+            idle = unpinned
         prompt = task.request.prompt
         if task.cache_prompt and len(prompt) > 0:
             best, best_lcp = None, 0
@@ -117,6 +132,12 @@ class Scheduler:
         return None
 
     def bind(self, task: Task, slot: Slot) -> None:
+        """The slot now serves the task; it alone holds the task's conversation from now on."""
+        session = task.request.session
+        for other in self.slots:
+            if other.session is not None and other.session == session:
+                other.session = None
+        slot.session = session
         slot.task = task
         self.active.append(task)
 

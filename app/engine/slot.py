@@ -35,6 +35,7 @@ class SlotInfo:
     state: str  # "idle" | "processing"
     n_cached: int
     task_id: int | None
+    session: str | None
     last_used: float
 
 
@@ -49,6 +50,7 @@ class Slot:
         self.tail: list[int] | None = None
         self.tail_due = 0.0  # time.monotonic() after which the tail may be prefilled
         self.salt = ""  # tenant whose tokens `cache` holds
+        self.session: str | None = None  # conversation whose KV this slot holds (affinity)
 
     @property
     def idle(self) -> bool:
@@ -123,6 +125,7 @@ class Slot:
     def erase(self, model: Model) -> None:
         self.tail = None
         self.salt = ""
+        self.session = None
         model.seq_clear(self.id)
         self.cache = TokenSequence()
 
@@ -138,5 +141,6 @@ class Slot:
             "idle" if task is None else "processing",
             len(self.cache),
             task.id if task is not None else None,
+            self.session,
             self.last_used,
         )

@@ -45,6 +45,7 @@ class Task:
         self._held_logprobs: list[TokenLogprob] = []
         self.slot_id = -1
         self.cache_source = "none"  # where the cached prefix came from: own_slot, other_slot
+        self.deadline: float | None = None  # time.monotonic() past which the request fails
         self.t_queued = time.perf_counter()
         self.t_start = 0.0
         self.t_first = 0.0

@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import time
 
-from fastapi import APIRouter, Request
+from fastapi import APIRouter, Header, Request
 
 from app.engine.request import GenerationRequest, RequestError
-from app.responder import respond
+from app.responder import Reply, respond
 from app.responses import ChatShape, TextShape
 from app.schemas import ChatCompletionRequest, CompletionRequest, GenerationFields
 from app.services import Services, ServicesDep
+from app.turn import TurnResult
 from mm.token_sequence import TokenSequence
 
 router = APIRouter(prefix="/v1")
@@ -33,17 +34,34 @@ def _generation(
 
 
 @router.post("/chat/completions")
-async def chat_completions(body: ChatCompletionRequest, http: Request, services: ServicesDep):
+async def chat_completions(
+    body: ChatCompletionRequest,
+    http: Request,
+    services: ServicesDep,
+    x_session_id: str | None = Header(default=None, max_length=128),
+):
     if any(m.has_images() for m in body.messages):
         raise RequestError(
             "image input needs a multimodal projector: start the server with --mmproj",
             param="messages",
         )
-    messages = [m.for_template() for m in body.messages]
-    prompt = services.prompter.chat(messages)
-    request = _generation(body, prompt, services)
-    request.continuation = services.prompter.continuation
-    return await respond(services.engine, request, body, ChatShape, services.model_name, http)
+    prompter, turns, salt = services.prompter, services.turns, body.cache_salt
+    text = prompter.render([m.for_template() for m in body.messages])
+    # Earlier replies keep the ids the model generated for them (see app/turn_cache.py).
+    known = turns.longest(salt, text)
+    tokens = (
+        prompter.extend(known[1], known[0], text) if known else list(prompter.tokenize(text).tokens)
+    )
+    request = _generation(body, TokenSequence(tokens), services)
+    request.continuation = prompter.continuation
+    request.session = body.session_id or x_session_id
+
+    def remember(result: TurnResult) -> None:
+        if result.status == "complete" and prompter.matches(result.tokens, result.text):
+            turns.remember(salt, text + result.text, [*tokens, *result.tokens])
+
+    reply = Reply(ChatShape, "chat", [remember])
+    return await respond(services, request, body, reply, http)
 
 
 @router.post("/completions")
@@ -53,7 +71,7 @@ async def completions(body: CompletionRequest, http: Request, services: Services
     except ValueError as e:
         raise RequestError(str(e), param="prompt") from e
     request = _generation(body, prompt, services)
-    return await respond(services.engine, request, body, TextShape, services.model_name, http)
+    return await respond(services, request, body, Reply(TextShape, "completion"), http)
 
 
 @router.get("/models")

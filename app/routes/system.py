@@ -1,14 +1,16 @@
-"""Server state: /health and /slots (llama-server's shapes)."""
+"""Server state: /health, /slots (llama-server's shapes), /cache and /metrics."""
 
 from __future__ import annotations
 
 import asyncio
 import dataclasses
+from typing import Annotated
 
-from fastapi import APIRouter
+from fastapi import APIRouter, Body, Response
 
 from app.errors import error_response
 from app.services import ServicesDep
+from app.slot_actions import SlotActions
 
 router = APIRouter()
 
@@ -32,6 +34,18 @@ async def slots(services: ServicesDep):
     return [dataclasses.asdict(s) for s in services.engine.slots()]
 
 
+@router.post("/slots/{id_slot}")
+async def slot_action(
+    id_slot: int,
+    services: ServicesDep,
+    action: str = "",
+    filename: Annotated[str | None, Body(embed=True)] = None,
+):
+    """llama-server's ?action=save|restore (body {"filename"}) and ?action=erase."""
+    actions = SlotActions(services.engine, services.settings.slot_dir())
+    return await actions.run(action, id_slot, filename)
+
+
 @router.get("/cache")
 async def cache(services: ServicesDep):
     """Host-memory entries, bytes and tokens, and hits per tier (own slot, other slot, host)."""
@@ -44,3 +58,10 @@ async def cache_reset(services: ServicesDep):
     """Drop every host entry and the KV of every idle slot."""
     await asyncio.wrap_future(services.engine.call(services.engine.reuse.reset))
     return {"status": "ok"}
+
+
+@router.get("/metrics")
+async def metrics(services: ServicesDep) -> Response:
+    """Prometheus text exposition (kvchat_* counters, histograms and engine gauges)."""
+    body, content_type = services.metrics.render()
+    return Response(body, media_type=content_type)

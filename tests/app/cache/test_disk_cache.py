@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
@@ -57,3 +58,87 @@ def test_a_contained_entry_is_replaced_by_the_longer_one(tmp_path: Path, model_f
     assert [e.tokens for e in reopen(tmp_path / "c", model_file).entries.values()] == [
         TokenSequence([1, 2, 3])
     ]
+
+
+# --- the byte budget (--cache-disk) ---------------------------------------------------------------
+
+
+def seq(i: int) -> TokenSequence:
+    return TokenSequence([1000 + i, 1, 2, 3])  # distinct first tokens: no entry contains another
+
+
+def files(directory: Path) -> dict[str, int]:
+    return {p.name: p.stat().st_size for p in directory.glob("*" + SUFFIX)}
+
+
+def entry_size(tmp_path: Path, model_file: str) -> int:
+    probe = DiskCache(tmp_path / "probe", model_file)
+    probe.store("", seq(0), b"x" * 1000)
+    probe.flush()
+    return probe.total_bytes
+
+
+def test_the_budget_is_never_exceeded(tmp_path: Path, model_file: str):
+    size = entry_size(tmp_path, model_file)
+    budget = 3 * size + size // 2  # room for three entries
+    cache = DiskCache(tmp_path / "c", model_file, max_bytes=budget)
+    for i in range(10):
+        cache.store("", seq(i), b"x" * 1000)
+        assert cache.total_bytes <= budget
+        assert len(cache.entries) == min(i + 1, 3)
+    cache.flush()
+    on_disk = files(tmp_path / "c")
+    assert sum(on_disk.values()) == cache.total_bytes <= budget  # accounting matches the files
+    assert sorted(on_disk) == sorted(cache.entries)
+    kept = [e.tokens for e in reopen(tmp_path / "c", model_file).entries.values()]
+    assert sorted(t.tokens for t in kept) == [s.tokens for s in map(seq, (7, 8, 9))]
+
+
+def test_eviction_is_least_recently_used_and_reads_count_as_use(tmp_path: Path, model_file: str):
+    size = entry_size(tmp_path, model_file)
+    cache = DiskCache(tmp_path / "c", model_file, max_bytes=3 * size)
+    for i in range(3):
+        cache.store("", seq(i), b"x" * 1000)
+    cache.flush()
+    cache = reopen(tmp_path / "c", model_file)  # a fresh writer; order now from mtimes
+    cache.max_bytes = 3 * size
+    assert cache.read(cache.best("", seq(0))[0]) == b"x" * 1000  # 0 is now the most recent
+    cache.store("", seq(1), b"x" * 1000)  # already there: storing again counts as use too
+    cache.store("", seq(3), b"x" * 1000)
+    assert sorted(e.tokens.tokens for e in cache.entries.values()) == [
+        seq(i).tokens for i in (0, 1, 3)
+    ]
+
+
+def test_the_order_survives_a_restart_through_mtimes(tmp_path: Path, model_file: str):
+    size = entry_size(tmp_path, model_file)
+    cache = DiskCache(tmp_path / "c", model_file)
+    for i in range(3):
+        cache.store("", seq(i), b"x" * 1000)
+    cache.flush()
+    for age, i in enumerate((2, 0, 1)):  # 2 oldest, then 0, then 1
+        path = cache.best("", seq(i))[0].path
+        os.utime(path, (1_000_000 + age, 1_000_000 + age))
+    smaller = DiskCache(tmp_path / "c", model_file, max_bytes=2 * size)  # budget lowered
+    assert sorted(e.tokens.tokens for e in smaller.entries.values()) == [
+        seq(i).tokens for i in (0, 1)
+    ]
+    smaller.flush()
+    assert len(files(tmp_path / "c")) == 2
+
+
+def test_an_entry_larger_than_the_budget_is_not_written(tmp_path: Path, model_file: str):
+    cache = DiskCache(tmp_path / "c", model_file, max_bytes=4000)
+    cache.store("", seq(0), b"x" * 1000)
+    cache.store("", TokenSequence([1000, 1, 2, 3, 4]), b"y" * 5000)  # would contain seq(0)
+    cache.flush()
+    assert [e.tokens for e in cache.entries.values()] == [seq(0)]  # and seq(0) was kept
+    assert len(files(tmp_path / "c")) == 1
+
+
+def test_no_budget_means_no_eviction(tmp_path: Path, model_file: str):
+    cache = DiskCache(tmp_path / "c", model_file)
+    for i in range(20):
+        cache.store("", seq(i), b"x" * 1000)
+    assert len(cache.entries) == 20
+    cache.flush()

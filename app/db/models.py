@@ -1,0 +1,146 @@
+"""SQLAlchemy 2.0 ORM models: conversations (sessions), their messages, and stored media.
+
+The schema itself is created by Alembic (migrations/versions/); these classes must describe the
+same tables, which tests/app/db/test_migrations.py checks with alembic's compare_metadata.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Any
+
+from sqlalchemy import (
+    JSON,
+    BigInteger,
+    CheckConstraint,
+    DateTime,
+    Dialect,
+    ForeignKey,
+    Integer,
+    MetaData,
+    String,
+    Text,
+    TypeDecorator,
+    UniqueConstraint,
+)
+from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
+
+ROLES = ("system", "user", "assistant")
+STATUSES = ("complete", "cancelled", "error")
+
+# Fixed constraint names: migrations refer to them by name, and SQLite's batch mode (which
+# recreates tables to alter them) needs every constraint named to find it again.
+NAMING_CONVENTION = {
+    "ix": "ix_%(column_0_label)s",
+    "uq": "uq_%(table_name)s_%(column_0_N_name)s",
+    "ck": "ck_%(table_name)s_%(constraint_name)s",
+    "fk": "fk_%(table_name)s_%(column_0_name)s_%(referred_table_name)s",
+    "pk": "pk_%(table_name)s",
+}
+
+# Plain JSON on both backends, not JSONB: nothing queries inside these values, and json (unlike
+# jsonb) keeps a document exactly as written (key order, "\u0000" in strings). none_as_null
+# stores Python None as SQL NULL rather than the JSON literal null.
+Json = JSON(none_as_null=True)
+
+
+def utcnow() -> datetime:
+    return datetime.now(UTC)
+
+
+class UTCDateTime(TypeDecorator[datetime]):
+    """Timezone-aware UTC datetimes on every backend.
+
+    PostgreSQL has timestamptz; SQLite stores text without an offset, so values are normalised
+    to UTC before storing and get tzinfo=UTC back when read.
+    """
+
+    impl = DateTime(timezone=True)
+    cache_ok = True
+
+    def process_bind_param(self, value: datetime | None, dialect: Dialect) -> datetime | None:
+        if value is None:
+            return None
+        if value.tzinfo is None:
+            raise ValueError("naive datetime: store timezone-aware UTC datetimes only")
+        value = value.astimezone(UTC)
+        return value if dialect.name == "postgresql" else value.replace(tzinfo=None)
+
+    def process_result_value(self, value: datetime | None, dialect: Dialect) -> datetime | None:
+        if value is None:
+            return None
+        return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
+
+
+class Base(DeclarativeBase):
+    metadata = MetaData(naming_convention=NAMING_CONVENTION)
+
+
+class Conversation(Base):
+    """A chat session. The API calls it a session; the table name avoids clashing with
+    SQLAlchemy's own `Session` in code that reads both."""
+
+    __tablename__ = "conversations"
+
+    id: Mapped[str] = mapped_column(String(64), primary_key=True)  # uuid4().hex
+    title: Mapped[str | None] = mapped_column(Text)
+    system_prompt: Mapped[str | None] = mapped_column(Text)
+    sampling: Mapped[dict[str, Any]] = mapped_column(Json, default=dict)
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
+    # Indexed: list_sessions orders by it (newest activity first).
+    updated_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow, index=True)
+
+
+class Message(Base):
+    __tablename__ = "messages"
+    # (session_id, seq) is unique, and its index (session_id first) also serves lookups and
+    # the ON DELETE CASCADE by session_id, so session_id needs no index of its own.
+    __table_args__ = (
+        UniqueConstraint("session_id", "seq"),
+        CheckConstraint(f"role IN {ROLES!r}", name="role"),
+        CheckConstraint(f"status IN {STATUSES!r}", name="status"),
+        # SQLite: AUTOINCREMENT never hands out the id of a deleted row again, like a
+        # PostgreSQL sequence (plain rowid reuses the largest id once it is deleted).
+        {"sqlite_autoincrement": True},
+    )
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    session_id: Mapped[str] = mapped_column(
+        String(64), ForeignKey("conversations.id", ondelete="CASCADE")
+    )
+    seq: Mapped[int] = mapped_column(Integer)  # 0-based position in the conversation
+    role: Mapped[str] = mapped_column(String(16))
+    # A string, or a list of OpenAI content parts ({"type": "text", ...}, image_url, ...).
+    content: Mapped[str | list[dict[str, Any]]] = mapped_column(Json)
+    # Assistant messages: the exact generated token ids, so a later turn can rebuild the prompt
+    # token for token (re-tokenising the text may give other ids and miss the KV cache).
+    token_ids: Mapped[list[int] | None] = mapped_column(Json)
+    prompt_tokens: Mapped[int | None] = mapped_column(Integer)
+    cached_tokens: Mapped[int | None] = mapped_column(Integer)
+    completion_tokens: Mapped[int | None] = mapped_column(Integer)
+    timings: Mapped[dict[str, Any] | None] = mapped_column(Json)
+    finish_reason: Mapped[str | None] = mapped_column(String(32))
+    status: Mapped[str] = mapped_column(String(16))
+    error: Mapped[str | None] = mapped_column(Text)
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
+
+
+class MediaAsset(Base):
+    """A stored image (or other media) file, deduplicated by content hash.
+
+    id is "media-" + the first 24 hex digits of the sha256: the same bytes always get the same
+    id, on every server, so an id in an old message still names the right file.
+    """
+
+    __tablename__ = "media_assets"
+
+    id: Mapped[str] = mapped_column(String(64), primary_key=True)
+    sha256: Mapped[str] = mapped_column(String(64), unique=True)
+    mime_type: Mapped[str] = mapped_column(String(255))
+    size: Mapped[int] = mapped_column(BigInteger)  # bytes
+    location: Mapped[str] = mapped_column(Text)  # storage path of the file
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
+
+
+def media_id(sha256: str) -> str:
+    return "media-" + sha256[:24]

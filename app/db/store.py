@@ -1,0 +1,288 @@
+"""Store: sessions, messages and media in SQLite or PostgreSQL.
+
+Every method is synchronous (routes call them with asyncio.to_thread) and is one short
+transaction, so a crash or `kill -9` at any point leaves either all of a change or none of it.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+from uuid import uuid4
+
+from sqlalchemy import Engine, create_engine, delete, event, func, select
+from sqlalchemy.engine import URL, make_url
+from sqlalchemy.exc import IntegrityError
+from sqlalchemy.orm import Session
+
+from app.db.models import ROLES, STATUSES, Conversation, MediaAsset, Message, media_id, utcnow
+from app.db.records import (
+    MediaRecord,
+    MessageRecord,
+    SessionRecord,
+    media_record,
+    message_record,
+    session_record,
+)
+
+# Execution option asking the SQLite engine for BEGIN IMMEDIATE (see make_engine).
+WRITE_OPTION = "kvchat_write"
+_SHA256 = re.compile(r"[0-9a-f]{64}")
+
+
+def normalize_url(url: str | URL) -> URL:
+    """postgresql:// and postgres:// mean psycopg 3 here (SQLAlchemy's default is psycopg2,
+    which is not installed)."""
+    u = make_url(url)
+    if u.drivername in ("postgresql", "postgres"):
+        u = u.set(drivername="postgresql+psycopg")
+    return u
+
+
+def make_engine(url: str | URL, *, foreign_keys: bool = True) -> Engine:
+    """An engine set up for this app; Alembic's env.py uses it too (with foreign_keys=False,
+    because SQLite's batch migrations recreate tables and would otherwise cascade deletes)."""
+    u = normalize_url(url)
+    if u.get_backend_name() != "sqlite":
+        # pre_ping: a pooled connection may have died with a database restart.
+        return create_engine(u, pool_pre_ping=True)
+    if u.database and u.database != ":memory:" and not u.database.startswith("file:"):
+        Path(u.database).parent.mkdir(parents=True, exist_ok=True)
+    # check_same_thread off: pooled connections move between asyncio.to_thread workers (one at a
+    # time). timeout: how long a writer waits for another writer's lock before failing.
+    engine = create_engine(u, connect_args={"check_same_thread": False, "timeout": 30.0})
+
+    @event.listens_for(engine, "connect")
+    def _on_connect(dbapi_conn: Any, _record: Any) -> None:
+        # Take BEGIN away from the sqlite3 module (it skips it before SELECT and DDL, so reads
+        # would not be repeatable and migrations not atomic); _on_begin emits it instead.
+        dbapi_conn.isolation_level = None
+        cur = dbapi_conn.cursor()
+        cur.execute("PRAGMA journal_mode=WAL")  # readers do not block the writer
+        cur.execute("PRAGMA synchronous=FULL")  # a commit survives power loss, not just a crash
+        cur.execute(f"PRAGMA foreign_keys={'ON' if foreign_keys else 'OFF'}")  # off by default
+        cur.close()
+
+    @event.listens_for(engine, "begin")
+    def _on_begin(conn: Any) -> None:
+        # A write transaction takes the write lock up front. A deferred one that reads first
+        # and then writes cannot wait for a concurrent writer: SQLite fails it at once with
+        # "database is locked", whereas BEGIN IMMEDIATE waits up to `timeout`.
+        immediate = conn.get_execution_options().get(WRITE_OPTION, False)
+        conn.exec_driver_sql("BEGIN IMMEDIATE" if immediate else "BEGIN")
+
+    return engine
+
+
+def _check_choice(name: str, value: str, allowed: Iterable[str]) -> None:
+    if value not in allowed:
+        raise ValueError(f"{name} must be one of {', '.join(allowed)}, not {value!r}")
+
+
+def _check_text(name: str, value: str | None) -> None:
+    # PostgreSQL text cannot hold NUL; refuse it on every backend so both behave alike.
+    if value is not None and (not isinstance(value, str) or "\x00" in value):
+        raise ValueError(f"{name} must be a string without NUL characters")
+
+
+def _check_content(content: Any) -> None:
+    if isinstance(content, str):
+        return
+    if not isinstance(content, list) or not all(isinstance(p, dict) for p in content):
+        raise ValueError("content must be a string or a list of content-part objects")
+
+
+def _check_ints(name: str, value: list[int] | None) -> None:
+    if value is not None and (
+        not isinstance(value, list)
+        or not all(isinstance(t, int) and not isinstance(t, bool) for t in value)
+    ):
+        raise ValueError(f"{name} must be a list of integers")
+
+
+class Store:
+    def __init__(self, url: str) -> None:
+        self.url = url
+        self.engine = make_engine(url)
+        self._write_engine = self.engine.execution_options(**{WRITE_OPTION: True})
+
+    def migrate(self) -> None:
+        """Bring the schema to the newest migration; a no-op when it is there already."""
+        from app.db.migrate import upgrade  # alembic is only needed here
+
+        upgrade(self.url)
+
+    def close(self) -> None:
+        self.engine.dispose()
+
+    @contextmanager
+    def _tx(self, write: bool = False) -> Iterator[Session]:
+        engine = self._write_engine if write else self.engine
+        with Session(engine, expire_on_commit=False) as s, s.begin():
+            yield s
+
+    # --- sessions -----------------------------------------------------------------------
+
+    def create_session(
+        self,
+        system_prompt: str | None = None,
+        sampling: dict[str, Any] | None = None,
+        title: str | None = None,
+    ) -> SessionRecord:
+        _check_text("system_prompt", system_prompt)
+        _check_text("title", title)
+        if sampling is not None and not isinstance(sampling, dict):
+            raise ValueError("sampling must be an object")
+        now = utcnow()
+        conv = Conversation(
+            id=uuid4().hex,
+            title=title,
+            system_prompt=system_prompt,
+            sampling=dict(sampling or {}),
+            created_at=now,
+            updated_at=now,
+        )
+        with self._tx(write=True) as s:
+            s.add(conv)
+        return session_record(conv, 0)
+
+    def list_sessions(self, limit: int = 100, offset: int = 0) -> list[SessionRecord]:
+        """Newest activity first; messages are not loaded (n_messages is)."""
+        if limit < 0 or offset < 0:
+            raise ValueError("limit and offset must be >= 0")
+        n_messages = (
+            select(func.count(Message.id))
+            .where(Message.session_id == Conversation.id)
+            .correlate(Conversation)
+            .scalar_subquery()
+        )
+        query = (
+            select(Conversation, n_messages)
+            .order_by(Conversation.updated_at.desc(), Conversation.id.desc())
+            .limit(limit)
+            .offset(offset)
+        )
+        with self._tx() as s:
+            return [session_record(c, n) for c, n in s.execute(query).all()]
+
+    def get_session(self, session_id: str, with_messages: bool = True) -> SessionRecord | None:
+        with self._tx() as s:
+            conv = s.get(Conversation, session_id)
+            if conv is None:
+                return None
+            if not with_messages:
+                count = select(func.count(Message.id)).where(Message.session_id == session_id)
+                return session_record(conv, s.scalar(count) or 0)
+            query = select(Message).where(Message.session_id == session_id).order_by(Message.seq)
+            messages = [message_record(m) for m in s.scalars(query)]
+            return session_record(conv, len(messages), messages)
+
+    def delete_session(self, session_id: str) -> bool:
+        """True if it existed. Its messages go with it (ON DELETE CASCADE)."""
+        with self._tx(write=True) as s:
+            result = s.execute(delete(Conversation).where(Conversation.id == session_id))
+            return result.rowcount == 1
+
+    # --- messages -----------------------------------------------------------------------
+
+    def add_message(
+        self,
+        session_id: str,
+        role: str,
+        content: str | list[dict[str, Any]],
+        *,
+        status: str = "complete",
+        token_ids: list[int] | None = None,
+        prompt_tokens: int | None = None,
+        cached_tokens: int | None = None,
+        completion_tokens: int | None = None,
+        timings: dict[str, Any] | None = None,
+        finish_reason: str | None = None,
+        error: str | None = None,
+    ) -> MessageRecord:
+        """Append a message at seq = last + 1. Raises KeyError if the session does not exist."""
+        _check_choice("role", role, ROLES)
+        _check_choice("status", status, STATUSES)
+        _check_content(content)
+        _check_ints("token_ids", token_ids)
+        _check_text("finish_reason", finish_reason)
+        _check_text("error", error)
+        if timings is not None and not isinstance(timings, dict):
+            raise ValueError("timings must be an object")
+        with self._tx(write=True) as s:
+            # Lock the conversation row so concurrent appends to one session take turns
+            # (PostgreSQL; SQLite has no FOR UPDATE, BEGIN IMMEDIATE already serialises).
+            conv = s.scalar(
+                select(Conversation).where(Conversation.id == session_id).with_for_update()
+            )
+            if conv is None:
+                raise KeyError(session_id)
+            last = s.scalar(select(func.max(Message.seq)).where(Message.session_id == session_id))
+            now = utcnow()
+            message = Message(
+                session_id=session_id,
+                seq=0 if last is None else last + 1,
+                role=role,
+                content=content,
+                token_ids=token_ids,
+                prompt_tokens=prompt_tokens,
+                cached_tokens=cached_tokens,
+                completion_tokens=completion_tokens,
+                timings=timings,
+                finish_reason=finish_reason,
+                status=status,
+                error=error,
+                created_at=now,
+            )
+            s.add(message)
+            conv.updated_at = now
+            s.flush()  # assigns message.id
+            return message_record(message)
+
+    # --- media --------------------------------------------------------------------------
+
+    def add_media(self, sha256: str, mime_type: str, size: int, location: str) -> MediaRecord:
+        """Record a stored file; the same sha256 again returns the first record unchanged."""
+        sha256 = sha256.lower()
+        if not _SHA256.fullmatch(sha256):
+            raise ValueError("sha256 must be 64 hex digits")
+        if size < 0:
+            raise ValueError("size must be >= 0")
+        _check_text("mime_type", mime_type)
+        _check_text("location", location)
+        try:
+            with self._tx(write=True) as s:
+                found = s.scalar(select(MediaAsset).where(MediaAsset.sha256 == sha256))
+                if found is not None:
+                    return media_record(found)
+                asset = MediaAsset(
+                    id=media_id(sha256),
+                    sha256=sha256,
+                    mime_type=mime_type,
+                    size=size,
+                    location=location,
+                    created_at=utcnow(),
+                )
+                s.add(asset)
+                s.flush()
+                return media_record(asset)
+        except IntegrityError:
+            # PostgreSQL: another transaction inserted the same file between our SELECT and
+            # INSERT. Its record is the one to return.
+            found_record = self.get_media_by_sha256(sha256)
+            if found_record is None:
+                raise
+            return found_record
+
+    def get_media(self, media_id: str) -> MediaRecord | None:
+        with self._tx() as s:
+            asset = s.get(MediaAsset, media_id)
+            return None if asset is None else media_record(asset)
+
+    def get_media_by_sha256(self, sha256: str) -> MediaRecord | None:
+        with self._tx() as s:
+            asset = s.scalar(select(MediaAsset).where(MediaAsset.sha256 == sha256.lower()))
+            return None if asset is None else media_record(asset)

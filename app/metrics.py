@@ -1,0 +1,160 @@
+"""Prometheus metrics for `/metrics` and the one-JSON-line-per-request log (`kvchat.requests`).
+
+Names follow llama-server's where they overlap (llamacpp:prompt_tokens_total ->
+kvchat_prompt_tokens_total), so dashboards written for one read the other with a prefix change.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import logging
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+
+from prometheus_client import (
+    CONTENT_TYPE_LATEST,
+    CollectorRegistry,
+    Counter,
+    Histogram,
+    disable_created_metrics,
+    generate_latest,
+)
+from prometheus_client.core import GaugeMetricFamily
+from prometheus_client.registry import Collector
+
+from app.outcome import RequestOutcome
+
+log = logging.getLogger(__name__)
+request_log = logging.getLogger("kvchat.requests")
+
+ROUTES = ("chat", "completion", "session")
+OUTCOMES = ("complete", "cancelled", "error", "rejected")
+SOURCES = ("own_slot", "other_slot", "host", "disk")  # "none" has no cached tokens to count
+# 1 ms (a cached one-token reply) .. 120 s (a long generation on a slow CPU model).
+BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
+BUCKETS += (20.0, 30.0, 60.0, 120.0)
+
+
+def route_of(path: str) -> str | None:
+    """The route label for a request path; None for paths that are not generation requests."""
+    path = path.rstrip("/")
+    if path == "/v1/chat/completions":
+        return "chat"
+    if path == "/v1/completions":
+        return "completion"
+    if path == "/v1/sessions" or path.startswith("/v1/sessions/"):
+        return "session"
+    return None
+
+
+@dataclass(slots=True)
+class EngineGauges:
+    slots_total: int
+    slots_busy: int
+    queue_depth: int
+
+
+class _EngineCollector(Collector):
+    """Reads the engine at scrape time, so the gauges are never stale between requests."""
+
+    def __init__(self, state: Callable[[], EngineGauges]) -> None:
+        self._state = state
+
+    def _families(self, g: EngineGauges | None) -> Iterator[GaugeMetricFamily]:
+        specs = (
+            ("kvchat_slots_total", "Number of slots.", "slots_total"),
+            ("kvchat_slots_busy", "Number of requests processing.", "slots_busy"),
+            ("kvchat_queue_depth", "Number of requests deferred.", "queue_depth"),
+        )
+        for name, help_text, field in specs:
+            value = None if g is None else getattr(g, field)
+            yield GaugeMetricFamily(name, help_text, value=value)
+
+    def describe(self) -> Iterator[GaugeMetricFamily]:
+        # Names only: lets the registry check for duplicates without touching the engine.
+        return self._families(None)
+
+    def collect(self) -> Iterator[GaugeMetricFamily]:
+        try:
+            g = self._state()
+        except Exception:
+            # A scrape must not fail because the engine is stopping; drop the gauges this once.
+            log.warning("could not read engine gauges", exc_info=True)
+            return iter(())
+        return self._families(g)
+
+
+class Metrics:
+    """Counters and histograms fed by `observe`, engine gauges read at scrape, own registry."""
+
+    def __init__(self, state: Callable[[], EngineGauges]) -> None:
+        # Own registry: tests build several apps in one process, and the global one would
+        # refuse the second registration of each name.
+        self.registry = CollectorRegistry()
+        # No `*_created` series (process-wide switch): llama-server has none, and they double
+        # the scrape for a timestamp nobody graphs.
+        disable_created_metrics()
+        r = self.registry
+        self.requests = Counter(
+            "kvchat_requests",
+            "Number of generation requests, by route and how they ended.",
+            ["route", "outcome"],
+            registry=r,
+        )
+        self.prompt_tokens = Counter(
+            "kvchat_prompt_tokens",
+            "Number of prompt tokens processed, cached ones included.",
+            registry=r,
+        )
+        self.cached_tokens = Counter(
+            "kvchat_prompt_tokens_cached",
+            "Number of prompt tokens reused from the KV cache, by where they came from.",
+            ["source"],
+            registry=r,
+        )
+        self.completion_tokens = Counter(
+            "kvchat_completion_tokens",
+            "Number of generation tokens processed.",
+            registry=r,
+        )
+        self.ttft = Histogram(
+            "kvchat_time_to_first_token_seconds",
+            "Time from submission to the first generated token, completed requests.",
+            buckets=BUCKETS,
+            registry=r,
+        )
+        self.duration = Histogram(
+            "kvchat_request_duration_seconds",
+            "End-to-end request time, completed requests.",
+            buckets=BUCKETS,
+            registry=r,
+        )
+        # Pre-create every label value so the series exist at 0 before the first hit:
+        # rate() and "moved by n" checks need a starting point.
+        for route in ROUTES:
+            for outcome in OUTCOMES:
+                self.requests.labels(route=route, outcome=outcome)
+        for source in SOURCES:
+            self.cached_tokens.labels(source=source)
+        r.register(_EngineCollector(state))
+
+    def observe(self, o: RequestOutcome) -> None:
+        """Count one finished request and write its log line."""
+        self.requests.labels(route=o.route, outcome=o.outcome).inc()
+        # Tokens count for every outcome: a cancelled request still cost the prefill and the
+        # tokens it generated. Latencies only for complete ones, or cancellations skew them.
+        self.prompt_tokens.inc(max(o.prompt_tokens, 0))
+        self.completion_tokens.inc(max(o.completion_tokens, 0))
+        if o.cached_tokens > 0 and o.cache_source in SOURCES:
+            self.cached_tokens.labels(source=o.cache_source).inc(o.cached_tokens)
+        if o.outcome == "complete":
+            self.duration.observe(o.e2e_s)
+            if o.ttft_s is not None:
+                self.ttft.observe(o.ttft_s)
+        if request_log.isEnabledFor(logging.INFO):
+            request_log.info(json.dumps({"event": "request", **dataclasses.asdict(o)}))
+
+    def render(self) -> tuple[bytes, str]:
+        """The text exposition and its content type, for the /metrics response."""
+        return generate_latest(self.registry), CONTENT_TYPE_LATEST

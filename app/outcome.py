@@ -1,0 +1,26 @@
+"""`RequestOutcome`: one finished generation request, as metrics and the request log see it.
+
+Kept apart from app/metrics.py so the responder can build one without importing prometheus.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(slots=True)
+class RequestOutcome:
+    """How one generation request ended; built by the responder, read by metrics and the log."""
+
+    route: str  # "chat" | "completion" | "session"
+    outcome: str  # "complete" | "cancelled" | "error" | "rejected"
+    status: int  # HTTP status the client got (200, 400, 503, 504, 500)
+    slot: int = -1  # -1: never admitted
+    session_id: str | None = None
+    prompt_tokens: int = 0
+    cached_tokens: int = 0
+    cache_source: str = "none"  # own_slot | other_slot | host | disk | none
+    completion_tokens: int = 0
+    ttft_s: float | None = None  # submission -> first token; None when no token came
+    e2e_s: float = 0.0
+    finish_reason: str | None = None

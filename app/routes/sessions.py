@@ -1,0 +1,193 @@
+"""Sessions: conversations the server keeps, so a client sends only the new message.
+
+Each turn's prompt is built from the stored history with the replies' own generated ids
+(app/conversation.py), so it extends the previous turn token for token and the whole history
+is reused from the KV; the session goes back to the slot that holds it (slot affinity).
+Nothing is lost: the user message is stored before generation, the reply when it ends, with
+status complete, cancelled or error (also when the client goes away or the server stops).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+from fastapi import APIRouter, Request
+from fastapi.responses import JSONResponse
+
+from app.conversation import conversation_prompt
+from app.db.records import MessageRecord, SessionRecord
+from app.engine.request import GenerationRequest, RequestError
+from app.responder import Reply, respond
+from app.responses import ChatShape
+from app.schemas import CreateSessionRequest, SessionMessageRequest
+from app.services import Services, ServicesDep
+from app.turn import TurnResult
+
+router = APIRouter(prefix="/v1/sessions")
+
+
+def _message_json(m: MessageRecord) -> dict[str, Any]:
+    return {
+        "id": m.id,
+        "seq": m.seq,
+        "role": m.role,
+        "content": m.content,
+        "status": m.status,
+        "finish_reason": m.finish_reason,
+        "error": m.error,
+        "usage": None
+        if m.prompt_tokens is None
+        else {
+            "prompt_tokens": m.prompt_tokens,
+            "completion_tokens": m.completion_tokens,
+            "prompt_tokens_details": {"cached_tokens": m.cached_tokens},
+        },
+        "timings": m.timings,
+        "created_at": m.created_at.isoformat(),
+    }
+
+
+def _session_json(s: SessionRecord, with_messages: bool) -> dict[str, Any]:
+    out: dict[str, Any] = {
+        "id": s.id,
+        "object": "session",
+        "title": s.title,
+        "system_prompt": s.system_prompt,
+        "sampling": s.sampling,
+        "n_messages": s.n_messages,
+        "created_at": s.created_at.isoformat(),
+        "updated_at": s.updated_at.isoformat(),
+    }
+    if with_messages:
+        out["messages"] = [_message_json(m) for m in s.messages]
+    return out
+
+
+def _not_found(session_id: str) -> RequestError:
+    return RequestError(
+        f"session {session_id!r} does not exist", param="session_id", code="not_found", status=404
+    )
+
+
+async def _load(services: Services, session_id: str) -> SessionRecord:
+    session = await asyncio.to_thread(services.store.get_session, session_id)
+    if session is None:
+        raise _not_found(session_id)
+    return session
+
+
+@router.post("", status_code=201)
+async def create_session(body: CreateSessionRequest, services: ServicesDep):
+    s = await asyncio.to_thread(
+        services.store.create_session, body.system_prompt, body.sampling, body.title
+    )
+    return JSONResponse(_session_json(s, with_messages=True), status_code=201)
+
+
+@router.get("")
+async def list_sessions(services: ServicesDep, limit: int = 100, offset: int = 0):
+    if not (1 <= limit <= 1000 and offset >= 0):
+        raise RequestError("limit must be 1..1000 and offset >= 0", param="limit")
+    found = await asyncio.to_thread(services.store.list_sessions, limit, offset)
+    return {"object": "list", "data": [_session_json(s, with_messages=False) for s in found]}
+
+
+@router.get("/{session_id}")
+async def get_session(session_id: str, services: ServicesDep):
+    return _session_json(await _load(services, session_id), with_messages=True)
+
+
+@router.delete("/{session_id}")
+async def delete_session(session_id: str, services: ServicesDep):
+    if not await asyncio.to_thread(services.store.delete_session, session_id):
+        raise _not_found(session_id)
+    return {"id": session_id, "object": "session.deleted", "deleted": True}
+
+
+def _history(
+    session: SessionRecord, text: str
+) -> tuple[list[dict[str, str]], dict[int, list[int]]]:
+    """Template messages (system, stored turns, the new message) and, by index, the replies
+    whose generated ids can stand in for their text. Failed replies are left out; a cancelled
+    reply stays with the text the user saw."""
+    messages: list[dict[str, str]] = []
+    replies: dict[int, list[int]] = {}
+    if session.system_prompt:
+        messages.append({"role": "system", "content": session.system_prompt})
+    for m in session.messages:
+        content = m.content if isinstance(m.content, str) else _parts_text(m.content)
+        if m.role == "assistant" and (m.status == "error" or not content):
+            continue
+        if m.role == "assistant" and m.token_ids is not None:
+            replies[len(messages)] = m.token_ids
+        messages.append({"role": m.role, "content": content})
+    messages.append({"role": "user", "content": text})
+    return messages, replies
+
+
+def _parts_text(parts: list[dict[str, Any]]) -> str:
+    return "".join(p.get("text", "") for p in parts if p.get("type") == "text")
+
+
+@router.post("/{session_id}/messages")
+async def add_message(
+    session_id: str, body: SessionMessageRequest, http: Request, services: ServicesDep
+):
+    session = await _load(services, session_id)
+    if body.has_images():
+        raise RequestError(
+            "image input needs a multimodal projector: start the server with --mmproj",
+            param="content",
+        )
+    text = body.text()
+    if not text:
+        raise RequestError("the message is empty", param="content")
+    # The session's defaults, then this request's own fields.
+    fields = SessionMessageRequest.model_validate(
+        {**session.sampling, **body.model_dump(exclude_unset=True)}
+    )
+    messages, replies = _history(session, text)
+    prompt = conversation_prompt(services.prompter, messages, replies)
+    request = GenerationRequest(
+        prompt=prompt,
+        sampling=fields.sampling(services.settings.seed),
+        max_tokens=fields.token_limit(),
+        stop=fields.stop_list(),
+        ignore_eos=fields.ignore_eos,
+        cache_prompt=fields.cache_prompt,
+        cache_salt=fields.cache_salt,
+        id_slot=fields.id_slot,
+        session=session.id,
+        continuation=services.prompter.continuation,
+    )
+    services.engine.validate(request)  # bad input changes nothing: checked before storing
+    store = services.store
+    user = await asyncio.to_thread(store.add_message, session.id, "user", body.content)
+
+    def store_reply(result: TurnResult) -> None:
+        done, failed = result.finished, result.failed
+        exact = result.status == "complete" and services.prompter.matches(
+            result.tokens, result.text
+        )
+        store.add_message(
+            session.id,
+            "assistant",
+            result.text,
+            status=result.status,
+            token_ids=result.tokens if exact else None,
+            prompt_tokens=len(prompt),
+            cached_tokens=done.cached_tokens if done else None,
+            completion_tokens=done.completion_tokens if done else len(result.tokens),
+            timings=done.timings.as_dict() if done else None,
+            finish_reason=done.finish_reason if done else None,
+            error=failed.message if failed else None,
+        )
+
+    reply = Reply(ChatShape, "session", [store_reply], {"session_id": session.id})
+    try:
+        return await respond(services, request, fields, reply, http)
+    except RequestError:
+        # Refused before generation (queue full, shutting down): as if never sent.
+        await asyncio.to_thread(store.delete_message, user.id)
+        raise

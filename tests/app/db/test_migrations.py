@@ -1,0 +1,87 @@
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+from alembic import command
+from alembic.autogenerate import compare_metadata
+from alembic.runtime.migration import MigrationContext
+from sqlalchemy import inspect
+
+from app.db.migrate import alembic_config, current, head, upgrade
+from app.db.models import Base
+from app.db.store import Store, make_engine
+
+ROOT = Path(__file__).resolve().parents[3]
+TABLES = {"conversations", "messages", "media_assets"}
+
+
+def tables(url: str) -> set[str]:
+    engine = make_engine(url)
+    try:
+        return set(inspect(engine).get_table_names()) - {"sqlite_sequence"}
+    finally:
+        engine.dispose()
+
+
+def test_upgrade_creates_the_tables_and_a_second_upgrade_is_a_no_op(database_url: str):
+    assert tables(database_url) == set()
+    assert current(database_url) is None
+    upgrade(database_url)
+    assert tables(database_url) == TABLES | {"alembic_version"}
+    assert current(database_url) == head() == "0001"
+
+    store = Store(database_url)
+    sid = store.create_session().id
+    store.add_message(sid, "user", "kept")
+    store.migrate()  # what every server start does
+    upgrade(database_url)
+    assert current(database_url) == "0001"
+    assert [m.content for m in store.get_session(sid).messages] == ["kept"]
+    store.close()
+
+
+def test_orm_models_match_the_migrations(database_url: str):
+    upgrade(database_url)
+    engine = make_engine(database_url)
+    try:
+        with engine.connect() as conn:
+            context = MigrationContext.configure(conn, opts={"compare_type": True})
+            diff = compare_metadata(context, Base.metadata)
+    finally:
+        engine.dispose()
+    assert diff == []
+
+
+def test_downgrade_to_base_and_back(database_url: str):
+    upgrade(database_url)
+    command.downgrade(alembic_config(database_url), "base")
+    assert tables(database_url) == {"alembic_version"}
+    upgrade(database_url)
+    assert tables(database_url) == TABLES | {"alembic_version"}
+
+
+def test_migrations_work_from_any_directory(tmp_path: Path):
+    url = f"sqlite:///{tmp_path}/cli.db"
+    out = subprocess.run(
+        [sys.executable, "-m", "app.db.migrate", url],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    assert "at revision 0001" in out.stdout
+    assert tables(url) == TABLES | {"alembic_version"}
+
+
+def test_alembic_command_line_uses_the_repo_config(tmp_path: Path):
+    url = f"sqlite:///{tmp_path}/cli.db"
+    alembic = Path(sys.executable).with_name("alembic")
+    subprocess.run(
+        [str(alembic), "-c", str(ROOT / "alembic.ini"), "-x", f"url={url}", "upgrade", "head"],
+        cwd=tmp_path,
+        capture_output=True,
+        check=True,
+    )
+    assert current(url) == "0001"

@@ -1,0 +1,83 @@
+"""Slot choice with conversation affinity (unit level: no model, slots' caches set by hand)."""
+
+from __future__ import annotations
+
+from app.engine.request import GenerationRequest
+from app.engine.scheduler import Scheduler
+from app.engine.task import Task
+from mm.token_sequence import TokenSequence
+
+
+def task(tokens: list[int], session: str | None = None) -> Task:
+    return Task(GenerationRequest(TokenSequence(tokens), session=session), lambda e: None, True)
+
+
+def admit(s: Scheduler, t: Task) -> int:
+    slot = s.choose_slot(t)
+    assert slot is not None
+    s.bind(t, slot)
+    slot.cache = TokenSequence(list(t.request.prompt.tokens))
+    return slot.id
+
+
+def finish(s: Scheduler, t: Task, when: float) -> None:
+    slot = next(x for x in s.slots if x.task is t)
+    s.release(t)
+    slot.last_used = when
+
+
+def test_a_session_goes_back_to_its_own_slot_even_when_another_holds_more_of_its_prompt():
+    s = Scheduler(3, similarity=0.1)
+    system = list(range(100, 140))
+    a = task([*system, 1], "A")
+    b = task([*system, 2], "B")
+    slot_a, slot_b = admit(s, a), admit(s, b)
+    finish(s, a, 1.0)
+    finish(s, b, 2.0)
+    s.slots[slot_a].cache.keep_first(5)  # A's slot kept only a little (e.g. cut by a retry)
+    nxt = task([*system, 1, 7, 8], "A")
+    # By prefix alone B's slot would win (40 shared tokens against 5); A keeps its own slot,
+    # and B's conversation is not pushed out (A can copy the system prompt from it).
+    plain = task([*system, 1, 7, 8])
+    assert s.choose_slot(plain).id == slot_b
+    assert s.choose_slot(nxt).id == slot_a
+
+
+def test_a_session_whose_slot_is_busy_takes_a_free_slot_not_another_sessions():
+    s = Scheduler(3, similarity=0.1)
+    system = list(range(100, 140))
+    a, b = task([*system, 1], "A"), task([*system, 2], "B")
+    slot_a, slot_b = admit(s, a), admit(s, b)
+    finish(s, b, 2.0)  # B's slot idle, holding B; A's slot busy; the third slot never used
+    again = task([*system, 1, 5], "A")
+    chosen = s.choose_slot(again)
+    assert chosen is not None and chosen.id not in (slot_a, slot_b)
+
+
+def test_when_every_idle_slot_holds_a_session_the_least_recently_used_is_given_away():
+    s = Scheduler(2, similarity=0.1)
+    a, b = task([1, 2, 3], "A"), task([4, 5, 6], "B")
+    _, slot_b = admit(s, a), admit(s, b)
+    finish(s, a, 5.0)
+    finish(s, b, 3.0)  # B used less recently
+    c = task([1, 2, 3, 9], "C")  # shares a prefix with A's slot, but A was used more recently
+    assert s.choose_slot(c).id == slot_b
+
+
+def test_a_busy_slot_is_never_taken():
+    s = Scheduler(1, similarity=0.1)
+    a = task([1, 2, 3], "A")
+    admit(s, a)
+    assert s.choose_slot(task([1, 2, 3, 4], "A")) is None
+    assert s.choose_slot(task([7], "B")) is None
+
+
+def test_only_the_newest_slot_of_a_session_is_its_own():
+    s = Scheduler(2, similarity=0.1)
+    a1 = task([1, 2], "A")
+    first = admit(s, a1)
+    a2 = task([1, 2, 3], "A")  # A's slot is busy: the second turn lands elsewhere
+    second = admit(s, a2)
+    assert first != second
+    assert [x.session for x in s.slots].count("A") == 1
+    assert s.slots[second].session == "A"

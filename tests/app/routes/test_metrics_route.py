@@ -1,0 +1,91 @@
+"""GET /metrics through the real path: uvicorn + packaged model, scraped and parsed."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import httpx
+import pytest
+from prometheus_client.parser import text_string_to_metric_families
+
+from tests.server import ServerProcess
+
+Samples = dict[tuple[str, frozenset[tuple[str, str]]], float]
+
+
+@pytest.fixture(scope="module")
+def server() -> Iterator[ServerProcess]:
+    with ServerProcess("-np", "2", "-c", "2048") as srv:
+        yield srv
+
+
+def scrape(server: ServerProcess) -> Samples:
+    r = httpx.get(server.base_url + "/metrics")
+    assert r.status_code == 200
+    assert r.headers["content-type"].startswith("text/plain")
+    return {
+        (s.name, frozenset(s.labels.items())): s.value
+        for family in text_string_to_metric_families(r.text)
+        for s in family.samples
+    }
+
+
+def sample(samples: Samples, name: str, **labels: str) -> float:
+    return samples.get((name, frozenset(labels.items())), 0.0)
+
+
+def test_scrape_parses_and_has_engine_gauges(server: ServerProcess):
+    samples = scrape(server)
+    assert sample(samples, "kvchat_slots_total") == 2
+    assert ("kvchat_slots_busy", frozenset()) in samples
+    assert ("kvchat_queue_depth", frozenset()) in samples
+    for source in ("own_slot", "other_slot", "host", "disk"):
+        assert ("kvchat_prompt_tokens_cached_total", frozenset({("source", source)})) in samples
+
+
+def test_bad_request_counts_as_rejected(server: ServerProcess):
+    before = scrape(server)
+    r = httpx.post(
+        server.base_url + "/v1/chat/completions",
+        content=b"{not json",
+        headers={"content-type": "application/json"},
+    )
+    assert r.status_code == 400
+    after = scrape(server)
+    key = dict(route="chat", outcome="rejected")
+    assert sample(after, "kvchat_requests_total", **key) == (
+        sample(before, "kvchat_requests_total", **key) + 1
+    )
+    # Paths that are not generation requests are not counted.
+    assert httpx.post(server.base_url + "/tokenize", content=b"{").status_code == 400
+    requests = {k: v for k, v in scrape(server).items() if k[0] == "kvchat_requests_total"}
+    assert requests == {k: v for k, v in after.items() if k[0] == "kvchat_requests_total"}
+
+
+def test_completed_requests_move_the_counters(server: ServerProcess):
+    """Needs the responder to call services.metrics.observe (wired by the lead)."""
+    before = scrape(server)
+    body = {
+        "messages": [{"role": "user", "content": "Name one colour."}],
+        "max_tokens": 4,
+        "temperature": 0,
+    }
+    usages = []
+    for _ in range(2):  # the second one reuses the first one's prefix
+        r = httpx.post(server.base_url + "/v1/chat/completions", json=body, timeout=60)
+        assert r.status_code == 200
+        usages.append(r.json()["usage"])
+    after = scrape(server)
+
+    def moved(name: str, **labels: str) -> float:
+        return sample(after, name, **labels) - sample(before, name, **labels)
+
+    assert moved("kvchat_requests_total", route="chat", outcome="complete") == 2
+    assert moved("kvchat_prompt_tokens_total") == sum(u["prompt_tokens"] for u in usages)
+    assert moved("kvchat_completion_tokens_total") == sum(u["completion_tokens"] for u in usages)
+    cached = sum(u["prompt_tokens_details"]["cached_tokens"] for u in usages)
+    assert cached > 0
+    sources = ("own_slot", "other_slot", "host", "disk")
+    assert sum(moved("kvchat_prompt_tokens_cached_total", source=s) for s in sources) == cached
+    assert moved("kvchat_request_duration_seconds_count") == 2
+    assert moved("kvchat_time_to_first_token_seconds_count") == 2
