@@ -42,7 +42,11 @@ run: $(STAMP)
 
 test: $(STAMP)
 	$(PY) -m ruff check .
-	$(PY) -m pytest -q $(PYTEST_ARGS)
+	# The database tests also run on PostgreSQL: a throwaway server (scripts/postgres.sh; apt
+	# installs PostgreSQL if missing), stopped however pytest ends; pytest's status is ours.
+	trap 'scripts/postgres.sh stop' EXIT; \
+	url=$$(scripts/postgres.sh start) || exit 1; \
+	KVCHAT_TEST_POSTGRES_URL=$$url $(PY) -m pytest -q $(PYTEST_ARGS)
 
 lint: $(STAMP)
 	$(PY) -m ruff check .

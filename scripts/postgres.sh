@@ -97,7 +97,11 @@ include_if_exists = 'port.conf'
 EOF
     as_pg touch "$dir/port.conf"
     # Create the database in single-user mode: needs no client programs and no running server.
-    echo "CREATE DATABASE $db" | as_pg "$bindir/postgres" --single -D "$dir" postgres >/dev/null
+    if ! echo "CREATE DATABASE $db" \
+        | as_pg "$bindir/postgres" --single -D "$dir" postgres >/dev/null 2>"$dir/single.log"; then
+        cat "$dir/single.log" >&2
+        exit 1
+    fi
 }
 
 start() {

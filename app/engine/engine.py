@@ -34,7 +34,11 @@ class Engine:
         self.model = model or Model(config)
         self.scheduler = Scheduler(self.model.n_seq_max, config.slot_prompt_similarity)
         host = HostCache(config.cache_ram_bytes, config.cache_ram_tokens, config.cache_policy)
-        disk = DiskCache(config.cache_dir, config.model_path) if config.cache_dir else None
+        disk = (
+            DiskCache(config.cache_dir, config.model_path, config.cache_disk_bytes)
+            if config.cache_dir
+            else None
+        )
         self.reuse = PrefixReuse(self.model, self.scheduler, host, disk, config.cache_reuse)
         self._calls: list[tuple[Callable[[], object], Future]] = []
         self._batch = self.model.new_batch()

@@ -63,7 +63,9 @@ def upgrade() -> None:
         ),
         # Also the index for "messages of a session" and for the cascade.
         sa.UniqueConstraint("session_id", "seq", name="uq_messages_session_id_seq"),
-        sa.CheckConstraint("role IN ('system', 'user', 'assistant')", name=op.f("ck_messages_role")),
+        sa.CheckConstraint(
+            "role IN ('system', 'user', 'assistant')", name=op.f("ck_messages_role")
+        ),
         sa.CheckConstraint(
             "status IN ('complete', 'cancelled', 'error')", name=op.f("ck_messages_status")
         ),
