@@ -62,12 +62,33 @@ pick_dir() {
     fi
 }
 
-is_running() { [[ -f $dir/postmaster.pid ]] && as_pg "$bindir/pg_ctl" status -D "$dir" >/dev/null 2>&1; }
+port_of_running() { sed -n 4p "$dir/postmaster.pid"; }  # line 4 of postmaster.pid
 
-url_of_running() {
-    local port
-    port=$(sed -n 4p "$dir/postmaster.pid")  # line 4 of postmaster.pid is the port
-    echo "postgresql+psycopg://postgres@127.0.0.1:$port/$db"
+# The pid in postmaster.pid is a live (not zombie) postgres process: after a reboot the pid may
+# belong to something else, which must not be signalled.
+pid_is_live_postgres() {
+    local pid
+    pid=$(head -n 1 "$dir/postmaster.pid")
+    [[ $(ps -o stat=,comm= -p "$pid" 2>/dev/null || true) =~ ^[^Z][^[:space:]]*[[:space:]]+postgres$ ]]
+}
+
+url_of_running() { echo "postgresql+psycopg://postgres@127.0.0.1:$(port_of_running)/$db"; }
+
+# Running means accepting connections: a killed server can linger as a zombie process, which
+# pg_ctl status still counts as running.
+is_running() {
+    [[ -f $dir/postmaster.pid ]] && pid_is_live_postgres \
+        && (exec 3<>"/dev/tcp/127.0.0.1/$(port_of_running)") 2>/dev/null
+}
+
+# A server that is not running properly: stop what is left of it and drop its lock file, which
+# would otherwise keep a new server from starting while the old pid still exists.
+clear_stale() {
+    [[ -f $dir/postmaster.pid ]] || return 0
+    if pid_is_live_postgres; then
+        as_pg "$bindir/pg_ctl" stop -D "$dir" -m immediate -w -t 30 >&2 || true
+    fi
+    rm -f "$dir/postmaster.pid"
 }
 
 free_port() {
@@ -83,7 +104,7 @@ init_cluster() {
     as_pg "$bindir/initdb" -D "$dir" -U postgres -A trust -E UTF8 --locale=C --no-sync >/dev/null
     local sockets=$dir
     # A unix socket path is limited to ~107 bytes; a deep work tree gets TCP only.
-    (( ${#dir} > 80 )) && sockets=
+    if (( ${#dir} > 80 )); then sockets=; fi
     cat >>"$dir/postgresql.conf" <<EOF
 
 # scripts/postgres.sh: a throwaway test server
@@ -121,9 +142,10 @@ start() {
     fi
     # Re-initialise anything half made (killed initdb) or made by another PostgreSQL version.
     if [[ ! -f $dir/PG_VERSION || ! -f $dir/postgresql.conf ]] \
-        || [[ $(cat "$dir/PG_VERSION") != $("$bindir/postgres" -V | sed -E 's/.* ([0-9]+).*/\1/') ]]; then
+        || [[ $(cat "$dir/PG_VERSION") != $("$bindir/postgres" -V | sed -E 's/^[^0-9]*([0-9]+).*/\1/') ]]; then
         init_cluster
     fi
+    clear_stale
     for tries in 1 2 3 4 5; do
         port=$(free_port)
         echo "port = $port" >"$dir/port.conf"
@@ -143,6 +165,8 @@ stop() {
     pick_dir
     if [[ -n $bindir ]] && is_running; then
         as_pg "$bindir/pg_ctl" stop -D "$dir" -m fast -w >&2
+    elif [[ -n $bindir ]]; then
+        clear_stale
     fi
     rm -rf "$dir"
 }

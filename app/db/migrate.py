@@ -35,8 +35,9 @@ def alembic_config(url: str, connection: Connection | None = None) -> Config:
 def upgrade(url: str, connection: Connection | None = None) -> None:
     """Migrate the database at `url` to the newest revision; a no-op if it is already there.
 
-    With `connection`, env.py migrates through it (inside its transaction, if one is open)
-    instead of opening its own engine.
+    With `connection`, env.py migrates through it instead of opening its own engine: in a
+    transaction of its own that it commits, or inside the caller's if one is open. On SQLite
+    such a connection should have foreign keys off (make_engine(url, foreign_keys=False)).
     """
     command.upgrade(alembic_config(url, connection), "head")
 

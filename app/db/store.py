@@ -188,6 +188,11 @@ class Store:
 
     # --- messages -----------------------------------------------------------------------
 
+    def delete_message(self, message_id: int) -> bool:
+        """Take back a message that was refused before generation (queue full, shutting down)."""
+        with self._tx(write=True) as s:
+            return s.execute(delete(Message).where(Message.id == message_id)).rowcount == 1
+
     def add_message(
         self,
         session_id: str,

@@ -62,6 +62,17 @@ def test_downgrade_to_base_and_back(database_url: str):
     assert tables(database_url) == TABLES | {"alembic_version"}
 
 
+def test_upgrade_through_a_given_connection(database_url: str):
+    engine = make_engine(database_url, foreign_keys=False)
+    try:
+        with engine.connect() as conn:  # not in a transaction: alembic commits its own
+            upgrade(database_url, connection=conn)
+    finally:
+        engine.dispose()
+    assert current(database_url) == "0001"
+    assert tables(database_url) == TABLES | {"alembic_version"}
+
+
 def test_migrations_work_from_any_directory(tmp_path: Path):
     url = f"sqlite:///{tmp_path}/cli.db"
     out = subprocess.run(

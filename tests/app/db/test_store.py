@@ -268,3 +268,13 @@ def test_sqlite_file_setup(tmp_path: Path):
         assert pragma("PRAGMA synchronous").scalar() == 2  # FULL
         assert pragma("PRAGMA foreign_keys").scalar() == 1
     store.close()
+
+
+def test_a_refused_message_can_be_taken_back(store):
+    s = store.create_session()
+    first = store.add_message(s.id, "user", "kept")
+    refused = store.add_message(s.id, "user", "refused")
+    assert store.delete_message(refused.id)
+    assert not store.delete_message(refused.id)
+    assert [m.content for m in store.get_session(s.id).messages] == ["kept"]
+    assert first.id != refused.id

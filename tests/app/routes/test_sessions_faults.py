@@ -157,6 +157,10 @@ def test_a_full_queue_answers_503_with_retry_after(tmp_path: Path):
             assert r.status_code == 503
             assert int(r.headers["Retry-After"]) >= 1
             assert r.json()["error"]["code"] == "unavailable"
+            # A session turn refused the same way leaves the session as it was.
+            sid = session(srv)
+            assert say(srv, sid, "Hello?").status_code == 503
+            assert messages(srv, sid) == []
         finally:
             stop.set()
             for t in threads:
