@@ -59,7 +59,7 @@ def _validation_message(exc: RequestValidationError) -> tuple[str, str | None]:
 
 def _count_rejected(request: Request, status: int) -> None:
     """A generation request refused before it reached a slot: the responder never sees it."""
-    route = route_of(request.url.path)
+    route = route_of(request.url.path, request.method)
     services = getattr(request.app.state, "services", None)  # absent before start-up ends
     if route is not None and services is not None:
         services.metrics.observe(RequestOutcome(route=route, outcome="rejected", status=status))

@@ -36,15 +36,17 @@ BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.
 BUCKETS += (20.0, 30.0, 60.0, 120.0)
 
 
-def route_of(path: str) -> str | None:
+def route_of(path: str, method: str = "POST") -> str | None:
     """The route label for a request path; None for paths that are not generation requests."""
     path = path.rstrip("/")
+    if method != "POST":
+        return None
     if path == "/v1/chat/completions":
         return "chat"
     if path == "/v1/completions":
         return "completion"
-    if path == "/v1/sessions" or path.startswith("/v1/sessions/"):
-        return "session"
+    if path.startswith("/v1/sessions/") and path.endswith("/messages"):
+        return "session"  # a turn; creating, listing or deleting sessions generates nothing
     return None
 
 

@@ -70,6 +70,8 @@ class Prompter:
 
     def matches(self, tokens: list[int], text: str) -> bool:
         """True if the tokens' text is exactly `text` (generated ids can stand in for it)."""
+        if self._model.closed:  # shutting down: say no rather than read freed memory
+            return False
         return self._model.detokenize(tokens) == text
 
     def chat(self, messages: list[dict[str, Any]]) -> TokenSequence:

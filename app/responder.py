@@ -56,24 +56,38 @@ async def _watch_disconnect(http: Request, stream: EngineStream) -> None:
 
 
 class _Ending:
-    """Runs the end hooks once; a failing hook is logged and never breaks the response."""
+    """Runs the end hooks once; a failing hook is logged and never breaks the response.
+
+    On the normal paths the hooks (which may write to the database) run in a worker thread so
+    the event loop keeps serving; on a cancellation path they run inline, as there is nothing
+    left to await."""
 
     def __init__(
         self, services: Services, request: GenerationRequest, reply: Reply, rec: TurnRecorder
     ) -> None:
         self.services, self.request, self.reply, self.rec = services, request, reply, rec
         self.done = False
+        services.inflight.add(self)
+
+    async def finish(self) -> None:
+        if not self.done:
+            self.done = True  # before the await: a cancellation there must not run them twice
+            await asyncio.to_thread(self._run, self.rec.result())
 
     def __call__(self) -> None:
-        if self.done:
-            return
-        self.done = True
-        result = self.rec.result()
-        for hook in [self._observe, *self.reply.on_end]:
-            try:
-                hook(result)
-            except Exception:
-                log.exception("end-of-request hook failed")
+        if not self.done:
+            self.done = True
+            self._run(self.rec.result())
+
+    def _run(self, result: TurnResult) -> None:
+        try:
+            for hook in [self._observe, *self.reply.on_end]:
+                try:
+                    hook(result)
+                except Exception:
+                    log.exception("end-of-request hook failed")
+        finally:
+            self.services.inflight.discard(self)
 
     def _observe(self, result: TurnResult) -> None:
         done, failed = result.finished, result.failed
@@ -96,6 +110,21 @@ class _Ending:
         )
 
 
+class _GuardedStream(StreamingResponse):
+    """A stream whose clean-up runs when the response ends however it ends: a task cancelled
+    while awaiting a slow client's socket leaves the generator suspended, never closed."""
+
+    def __init__(self, content: AsyncIterator[str], on_close: Callable[[], object], **kw) -> None:
+        super().__init__(content, **kw)
+        self._on_close = on_close
+
+    async def __call__(self, scope, receive, send) -> None:  # type: ignore[no-untyped-def]
+        try:
+            await super().__call__(scope, receive, send)
+        finally:
+            self._on_close()
+
+
 async def respond(
     services: Services,
     request: GenerationRequest,
@@ -108,8 +137,9 @@ async def respond(
     envelope = Envelope(reply.shape, services.model_name, reply.extra)
     ending = _Ending(services, request, reply, rec)
     if body.stream:
-        return StreamingResponse(
+        return _GuardedStream(
             _stream(stream, envelope, body.include_usage(), http, rec, ending),
+            on_close=lambda: (stream.cancel(), ending()),
             media_type="text/event-stream",
             headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"},
         )
@@ -122,10 +152,10 @@ async def respond(
                 if logprobs is not None and event.logprobs:
                     logprobs.extend(event.logprobs)
             elif isinstance(event, Finished):
-                ending()
+                await ending.finish()
                 return JSONResponse(envelope.whole("".join(rec.parts), event, logprobs))
             elif isinstance(event, Failed):
-                ending()
+                await ending.finish()
                 return error_response(event.message, event.status, code=event.code)
     finally:
         ending()
@@ -157,7 +187,7 @@ async def _stream(
                 yield _sse(envelope.chunk(shape.delta(event.text, lp)))
                 offset += len(event.text)
             elif isinstance(event, Finished):
-                ending()
+                await ending.finish()
                 yield _sse(
                     envelope.chunk(
                         shape.closing(event.finish_reason), timings=event.timings.as_dict()
@@ -166,7 +196,7 @@ async def _stream(
                 if include_usage:
                     yield _sse(envelope.chunk(None, usage=usage(event)))
             elif isinstance(event, Failed):
-                ending()
+                await ending.finish()
                 yield _sse(error_body(event.message, event.status, code=event.code))
         yield _sse("[DONE]")
     finally:

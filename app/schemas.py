@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, model_validator
 
 from app.engine.sampler import SamplingParams
 
@@ -184,9 +184,19 @@ SESSION_DEFAULT_FIELDS = frozenset(
 )
 
 
+def _no_nul(value: str | None) -> str | None:
+    # PostgreSQL text cannot hold NUL; refusing it everywhere keeps both backends alike.
+    if value is not None and "\x00" in value:
+        raise ValueError("text must not contain NUL characters")
+    return value
+
+
+NulFreeText = Annotated[str, AfterValidator(_no_nul)]
+
+
 class CreateSessionRequest(BaseModel):
-    system_prompt: str | None = None
-    title: str | None = Field(default=None, max_length=200)
+    system_prompt: NulFreeText | None = None
+    title: NulFreeText | None = Field(default=None, max_length=200)
     sampling: dict[str, Any] = Field(default_factory=dict)
 
     @model_validator(mode="after")
@@ -204,7 +214,12 @@ class SessionMessageRequest(GenerationFields):
     """A new user message for a stored session; fields left out take the session's defaults."""
 
     role: Literal["user"] = "user"
-    content: str | list[ContentPart]
+    content: NulFreeText | list[ContentPart]
+
+    @model_validator(mode="after")
+    def _parts_without_nul(self) -> SessionMessageRequest:
+        _no_nul(self.text())
+        return self
 
     def text(self) -> str:
         return ChatMessage(role="user", content=self.content).text()

@@ -58,7 +58,11 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         try:
             yield
         finally:
-            engine.stop()
+            # Requests still running fail (503); their responses record what they got, which
+            # may read the model (token checks): free it only once they are done.
+            engine.stop(free=False)
+            await app.state.services.drained(timeout=10.0)
+            engine.close()
             store.close()
 
     app = FastAPI(title="kvchat", version="0.1.0", lifespan=lifespan)

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import asyncio
+import time
+from dataclasses import dataclass, field
 from typing import Annotated
 
 from fastapi import Depends, Request
@@ -24,6 +26,17 @@ class Services:
     metrics: Metrics
     store: Store  # sessions, messages, media (app/db)
     turns: TurnCache  # exact tokens of recent chat replies
+    # Sessions with a turn in flight: a second turn at once would store messages out of order.
+    busy_sessions: set[str] = field(default_factory=set)
+    # Responses whose end hooks have not run yet (see app/responder.py); shutdown waits for them.
+    inflight: set[object] = field(default_factory=set)
+
+    async def drained(self, timeout: float) -> bool:
+        """Wait until every response has recorded its end; False if time ran out."""
+        deadline = time.monotonic() + timeout
+        while self.inflight and time.monotonic() < deadline:
+            await asyncio.sleep(0.02)
+        return not self.inflight
 
 
 def get_services(request: Request) -> Services:

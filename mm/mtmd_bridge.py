@@ -16,7 +16,6 @@ Not thread-safe: one mtmd context has one output buffer; call it from the engine
 from __future__ import annotations
 
 import ctypes
-import hashlib
 import logging
 import weakref
 from dataclasses import dataclass, field
@@ -25,6 +24,7 @@ import llama_cpp
 import numpy as np
 from llama_cpp import mtmd_cpp as mtmd
 
+from mm.image import pixel_id
 from mm.token_sequence import MediaChunk
 
 log = logging.getLogger(__name__)
@@ -51,7 +51,7 @@ def _install_log_callback() -> None:
 
 
 class MtmdError(RuntimeError):
-    pass
+    """mtmd refused (bad file, failed encode or decode); the process and its KV are intact."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -70,18 +70,14 @@ class ImageInput:
         if len(self.rgb) != self.width * self.height * 3:
             # mtmd_bitmap_init copies width*height*3 bytes blindly: a short buffer is a read
             # past its end, not an error.
-            raise ValueError(
-                f"rgb has {len(self.rgb)} bytes, {self.width}x{self.height} RGB888 needs "
-                f"{self.width * self.height * 3}"
-            )
+            raise ValueError(f"rgb has {len(self.rgb)} bytes, not {self.width}x{self.height}x3")
         if not self.id or "\x00" in self.id:
             raise ValueError("image id must be a non-empty string without NUL")
 
     @classmethod
     def from_rgb(cls, width: int, height: int, rgb: bytes) -> ImageInput:
-        # The size is hashed too: the same bytes read as 32x128 and as 64x64 are different images.
-        digest = hashlib.sha256(f"{width}x{height}:".encode() + rgb).hexdigest()
-        return cls(width, height, rgb, digest)
+        # One identity for the whole server: mm.image's pixel hash (size included).
+        return cls(width, height, rgb, pixel_id(width, height, rgb))
 
 
 @dataclass(slots=True, eq=False, weakref_slot=True)  # identity-hashed, for WeakSet/finalize
@@ -113,11 +109,7 @@ Chunk = TextChunk | ImageChunk
 
 class MtmdContext:
     def __init__(
-        self,
-        mmproj_path: str,
-        model: llama_cpp.llama_model_p,
-        n_threads: int,
-        warmup: bool = True,
+        self, mmproj_path: str, model: llama_cpp.llama_model_p, n_threads: int, warmup: bool = True
     ) -> None:
         _install_log_callback()
         params = mtmd.mtmd_context_params_default()
@@ -130,9 +122,8 @@ class MtmdContext:
         self._ctx = mtmd.mtmd_init_from_file(mmproj_path.encode(), model, params)
         if not self._ctx:
             raise MtmdError(f"failed to load multimodal projector {mmproj_path}")
-        self._model = model
         self.n_embd = llama_cpp.llama_model_n_embd_inp(model)
-        # Both are fixed per projector + text model: asking once is enough.
+        # Both are fixed per projector + text model (for image chunks): asking once is enough.
         self.use_mrope = bool(mtmd.mtmd_decode_use_mrope(self._ctx))
         self.non_causal = bool(mtmd.mtmd_decode_use_non_causal(self._ctx, None))
         self._handles: weakref.WeakSet[_Handle] = weakref.WeakSet()
@@ -232,11 +223,12 @@ class MtmdContext:
         (n_past + n_pos). With `embeddings` (from `encode`) the encoder is skipped. No logits
         are requested: the text after the image asks for them."""
         ptr = self._live(chunk)
-        self._check_eval_args(lctx, chunk, n_past, seq_id, n_batch)
+        self._check_eval_args(lctx, chunk.n_tokens, n_past, seq_id, n_batch)
         new_n_past = llama_cpp.llama_pos(0)
+        out = ctypes.byref(new_n_past)
         if embeddings is None:
             ret = mtmd.mtmd_helper_eval_chunk_single(
-                self._ctx, lctx, ptr, n_past, seq_id, n_batch, False, ctypes.byref(new_n_past)
+                self._ctx, lctx, ptr, n_past, seq_id, n_batch, False, out
             )
         else:
             if embeddings.dtype != np.float32 or embeddings.shape != (chunk.n_tokens, self.n_embd):
@@ -245,17 +237,10 @@ class MtmdContext:
                     f"{embeddings.dtype} {embeddings.shape}"
                 )
             embd = np.ascontiguousarray(embeddings)  # kept alive until the call returns
+            embd_p = embd.ctypes.data_as(ctypes.POINTER(ctypes.c_float))
+            no_cb = mtmd.mtmd_helper_post_decode_callback()  # NULL: no per-batch callback
             ret = mtmd.mtmd_helper_decode_image_chunk(
-                self._ctx,
-                lctx,
-                ptr,
-                embd.ctypes.data_as(ctypes.POINTER(ctypes.c_float)),
-                n_past,
-                seq_id,
-                n_batch,
-                ctypes.byref(new_n_past),
-                mtmd.mtmd_helper_post_decode_callback(),
-                None,
+                self._ctx, lctx, ptr, embd_p, n_past, seq_id, n_batch, out, no_cb, None
             )
         if ret != 0:
             # e.g. positions that do not continue the sequence, or no free KV cells
@@ -263,30 +248,24 @@ class MtmdContext:
         return new_n_past.value
 
     def _check_eval_args(
-        self,
-        lctx: llama_cpp.llama_context_p,
-        chunk: ImageChunk,
-        n_past: int,
-        seq_id: int,
-        n_batch: int,
+        self, lctx: int, n_tokens: int, n_past: int, seq: int, n_batch: int
     ) -> None:
         if not lctx:
             raise ValueError("no llama context")
-        lmodel = llama_cpp.llama_get_model(lctx)
-        if llama_cpp.llama_model_n_embd_inp(lmodel) != self.n_embd:
+        if llama_cpp.llama_model_n_embd_inp(llama_cpp.llama_get_model(lctx)) != self.n_embd:
             raise ValueError("llama context belongs to a model of another embedding width")
         n_seq_max = llama_cpp.llama_n_seq_max(lctx)
-        if not 0 <= seq_id < n_seq_max:
-            raise ValueError(f"seq_id {seq_id} outside [0, {n_seq_max})")
+        if not 0 <= seq < n_seq_max:
+            raise ValueError(f"seq_id {seq} outside [0, {n_seq_max})")
         ctx_batch = llama_cpp.llama_n_batch(lctx)
         if not 0 < n_batch <= ctx_batch:
             raise ValueError(f"n_batch {n_batch} outside [1, {ctx_batch}] (context n_batch)")
         if n_past < 0:
             raise ValueError(f"n_past must be >= 0, got {n_past}")
-        if self.non_causal and chunk.n_tokens > min(n_batch, llama_cpp.llama_n_ubatch(lctx)):
+        if self.non_causal and n_tokens > min(n_batch, llama_cpp.llama_n_ubatch(lctx)):
             # Non-causal attention spans one ubatch only: a split image would attend to half
             # of itself (mtmd-helper's own TODO). Never the case for the llava "mlp" projector.
-            raise ValueError(f"image of {chunk.n_tokens} tokens needs n_batch/n_ubatch >= it")
+            raise ValueError(f"image of {n_tokens} tokens needs n_batch/n_ubatch >= it")
 
     # --- lifetime -------------------------------------------------------------------------------
 

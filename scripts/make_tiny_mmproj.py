@@ -111,7 +111,9 @@ def tensors(n_embd: int, rng: np.random.Generator) -> list[tuple[str, np.ndarray
     out += [
         ("mm.0.weight", w(MM_HIDDEN, VIT_EMBD, scale=0.2)),
         ("mm.0.bias", zeros(MM_HIDDEN)),
-        ("mm.2.weight", w(n_embd, MM_HIDDEN, scale=0.2)),
+        # Output rows come out with std ~0.15, close to SmolLM2's token embeddings (0.14), so the
+        # text model sees image rows in its usual range.
+        ("mm.2.weight", w(n_embd, MM_HIDDEN, scale=0.025)),
         ("mm.2.bias", zeros(n_embd)),
     ]
     return out

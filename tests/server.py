@@ -30,7 +30,11 @@ class ServerProcess:
         self._own_data = None if "--data-dir" in args else tempfile.mkdtemp(prefix="kvchat-")
         own = ["--data-dir", self._own_data] if self._own_data else []
         self.args = ["--host", "127.0.0.1", "--port", str(self.port), *own, *args]
-        self.env = {**os.environ, **(env or {})}
+        # The database is the caller's choice (--database-url), never the developer's own.
+        inherited = {
+            k: v for k, v in os.environ.items() if k not in ("DATABASE_URL", "KVCHAT_DATABASE_URL")
+        }
+        self.env = {**inherited, **(env or {})}
         self.proc: subprocess.Popen[bytes] | None = None
         self.log_path = ROOT / ".pytest_cache" / f"server-{self.port}.log"
 

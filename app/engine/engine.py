@@ -58,7 +58,10 @@ class Engine:
         self._thread = threading.Thread(target=self._run, name="engine", daemon=True)
         self._thread.start()
 
-    def stop(self) -> None:
+    def stop(self, free: bool = True) -> None:
+        """Stop the engine thread (queued and running requests fail with 503) and, unless
+        free=False, free the model: the caller then frees it with `close()` once nothing that
+        may still use the model (e.g. a response's end hooks) runs."""
         if self.reuse.disk is not None and self._thread is not None and self._thread.is_alive():
             try:  # keep the slots' KV across the restart
                 self.call(self.reuse.persist).result(timeout=60)
@@ -73,6 +76,12 @@ class Engine:
                 return
         if self.reuse.disk is not None:
             self.reuse.disk.flush()
+        if free:
+            self.close()
+
+    def close(self) -> None:
+        if self._thread is not None and self._thread.is_alive():
+            return  # still inside llama_decode: freeing now would crash
         self._batch.close()
         self.model.close()
 
@@ -105,6 +114,11 @@ class Engine:
             self._inbox.append(task)
         self._wake.set()
         return task
+
+    def check_room(self) -> None:
+        """Raise the 503 that `submit` would raise now (a caller about to store something)."""
+        with self._lock:
+            self._check_queue_room()
 
     def _check_queue_room(self) -> None:
         """Refuse a request that would wait behind max_queue others (caller holds the lock)."""

@@ -233,6 +233,10 @@ class Model:
     def clear(self) -> None:
         llama_cpp.llama_memory_clear(self._mem, True)
 
+    @property
+    def closed(self) -> bool:
+        return not self._model
+
     def close(self) -> None:
         if self._ctx:
             llama_cpp.llama_free(self._ctx)

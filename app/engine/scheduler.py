@@ -91,7 +91,9 @@ class Scheduler:
                     best, best_lcp = slot, lcp
             if best is not None and best_lcp / len(prompt) >= self.similarity:
                 return best
-        return min(idle, key=lambda s: s.last_used)
+        # Nothing worth reusing: keep clear of the slots conversations will come back to.
+        unpinned = [s for s in idle if s.session is None]
+        return min(unpinned or idle, key=lambda s: s.last_used)
 
     def best_source(self, task: Task, exclude: Slot | None = None) -> tuple[Slot | None, int]:
         """The slot (idle or busy) whose KV holds the longest prefix of the task's prompt."""

@@ -10,6 +10,7 @@ status complete, cancelled or error (also when the client goes away or the serve
 from __future__ import annotations
 
 import asyncio
+import re
 from typing import Any
 
 from fastapi import APIRouter, Request
@@ -64,6 +65,9 @@ def _session_json(s: SessionRecord, with_messages: bool) -> dict[str, Any]:
     return out
 
 
+_SESSION_ID = re.compile(r"[0-9a-f]{32}")
+
+
 def _not_found(session_id: str) -> RequestError:
     return RequestError(
         f"session {session_id!r} does not exist", param="session_id", code="not_found", status=404
@@ -71,6 +75,8 @@ def _not_found(session_id: str) -> RequestError:
 
 
 async def _load(services: Services, session_id: str) -> SessionRecord:
+    if not _SESSION_ID.fullmatch(session_id):  # never a valid id: no need to ask the database
+        raise _not_found(session_id)
     session = await asyncio.to_thread(services.store.get_session, session_id)
     if session is None:
         raise _not_found(session_id)
@@ -100,7 +106,8 @@ async def get_session(session_id: str, services: ServicesDep):
 
 @router.delete("/{session_id}")
 async def delete_session(session_id: str, services: ServicesDep):
-    if not await asyncio.to_thread(services.store.delete_session, session_id):
+    exists = _SESSION_ID.fullmatch(session_id) is not None
+    if not exists or not await asyncio.to_thread(services.store.delete_session, session_id):
         raise _not_found(session_id)
     return {"id": session_id, "object": "session.deleted", "deleted": True}
 
@@ -109,19 +116,27 @@ def _history(
     session: SessionRecord, text: str
 ) -> tuple[list[dict[str, str]], dict[int, list[int]]]:
     """Template messages (system, stored turns, the new message) and, by index, the replies
-    whose generated ids can stand in for their text. Failed replies are left out; a cancelled
-    reply stays with the text the user saw."""
+    whose generated ids can stand in for their text.
+
+    A turn without a usable reply (it failed, was cancelled before any text, or the server died
+    during it) is left out with its user message: two user messages in a row would break
+    templates that insist on alternating roles. A cancelled reply stays with the text the user
+    saw."""
     messages: list[dict[str, str]] = []
     replies: dict[int, list[int]] = {}
     if session.system_prompt:
         messages.append({"role": "system", "content": session.system_prompt})
+    pending: dict[str, str] | None = None  # a user message waiting for its reply
     for m in session.messages:
         content = m.content if isinstance(m.content, str) else _parts_text(m.content)
-        if m.role == "assistant" and (m.status == "error" or not content):
-            continue
-        if m.role == "assistant" and m.token_ids is not None:
-            replies[len(messages)] = m.token_ids
-        messages.append({"role": m.role, "content": content})
+        if m.role == "user":
+            pending = {"role": "user", "content": content}
+        elif m.role == "assistant" and m.status != "error" and content and pending is not None:
+            messages.append(pending)
+            if m.token_ids is not None:
+                replies[len(messages)] = m.token_ids
+            messages.append({"role": "assistant", "content": content})
+            pending = None
     messages.append({"role": "user", "content": text})
     return messages, replies
 
@@ -148,7 +163,8 @@ async def add_message(
         {**session.sampling, **body.model_dump(exclude_unset=True)}
     )
     messages, replies = _history(session, text)
-    prompt = conversation_prompt(services.prompter, messages, replies)
+    # Renders the template once per stored reply: off the event loop for long sessions.
+    prompt = await asyncio.to_thread(conversation_prompt, services.prompter, messages, replies)
     request = GenerationRequest(
         prompt=prompt,
         sampling=fields.sampling(services.settings.seed),
@@ -162,14 +178,29 @@ async def add_message(
         continuation=services.prompter.continuation,
     )
     services.engine.validate(request)  # bad input changes nothing: checked before storing
+    services.engine.check_room()  # nor does a full queue (the common case; submit checks again)
+    if session.id in services.busy_sessions:
+        raise RequestError(
+            "this session is already generating a reply; wait for it or cancel it first",
+            param="session_id",
+            code="session_busy",
+            status=409,
+        )
     store = services.store
-    user = await asyncio.to_thread(store.add_message, session.id, "user", body.content)
+    services.busy_sessions.add(session.id)
+    try:
+        content = body.model_dump()["content"]  # plain str or list of dicts for the database
+        user = await asyncio.to_thread(store.add_message, session.id, "user", content)
+    except KeyError:  # deleted meanwhile
+        services.busy_sessions.discard(session.id)
+        raise _not_found(session.id) from None
+    except BaseException:
+        services.busy_sessions.discard(session.id)
+        raise
 
     def store_reply(result: TurnResult) -> None:
         done, failed = result.finished, result.failed
-        exact = result.status == "complete" and services.prompter.matches(
-            result.tokens, result.text
-        )
+        exact = result.status != "error" and services.prompter.matches(result.tokens, result.text)
         store.add_message(
             session.id,
             "assistant",
@@ -184,10 +215,15 @@ async def add_message(
             error=failed.message if failed else None,
         )
 
-    reply = Reply(ChatShape, "session", [store_reply], {"session_id": session.id})
+    def release(_: TurnResult) -> None:
+        services.busy_sessions.discard(session.id)
+
+    reply = Reply(ChatShape, "session", [store_reply, release], {"session_id": session.id})
     try:
         return await respond(services, request, fields, reply, http)
     except RequestError:
-        # Refused before generation (queue full, shutting down): as if never sent.
+        # Refused before generation (queue full, shutting down): as if never sent. Once the
+        # request is submitted, the end hooks record whatever happens to it.
+        services.busy_sessions.discard(session.id)
         await asyncio.to_thread(store.delete_message, user.id)
         raise

@@ -138,7 +138,8 @@ def test_one_json_log_line_per_request(metrics: Metrics, caplog: pytest.LogCaptu
     [
         ("/v1/chat/completions", "chat"),
         ("/v1/completions", "completion"),
-        ("/v1/sessions", "session"),
+        ("/v1/sessions", None),
+        ("/v1/sessions/abc", None),
         ("/v1/sessions/abc/messages", "session"),
         ("/v1/models", None),
         ("/tokenize", None),
@@ -147,3 +148,8 @@ def test_one_json_log_line_per_request(metrics: Metrics, caplog: pytest.LogCaptu
 )
 def test_route_of_path(path: str, route: str | None):
     assert route_of(path) == route
+
+
+def test_only_posts_are_generation_requests():
+    assert route_of("/v1/sessions/abc/messages", "GET") is None
+    assert route_of("/v1/chat/completions", "POST") == "chat"

@@ -153,3 +153,44 @@ def test_chat_completions_keep_a_session_on_its_slot(server: ServerProcess):
     # The whole first turn, reply included token for token, came from the KV.
     n = first["usage"]["prompt_tokens"] + first["usage"]["completion_tokens"]
     assert again["usage"]["prompt_tokens_details"]["cached_tokens"] >= n - 1
+
+
+def test_content_parts_are_taken_and_stored_as_sent(server: ServerProcess):
+    sid = new_session(server)
+    parts = [{"type": "text", "text": "Name a "}, {"type": "text", "text": "fruit."}]
+    out = say(server, sid, parts)  # type: ignore[arg-type]
+    assert out["choices"][0]["message"]["content"]
+    stored = httpx.get(f"{server.base_url}/v1/sessions/{sid}", timeout=30).json()["messages"]
+    assert stored[0]["content"] == parts
+
+
+def test_nul_characters_are_refused_on_every_backend(server: ServerProcess):
+    assert post(server, "/v1/sessions", {"system_prompt": "a\x00b"}).status_code == 400
+    sid = new_session(server)
+    r = post(server, f"/v1/sessions/{sid}/messages", {"content": "a\x00b"})
+    assert r.status_code == 400
+    assert httpx.get(f"{server.base_url}/v1/sessions/a%00b", timeout=30).status_code == 404
+
+
+def test_a_second_turn_while_one_is_generating_gets_409(server: ServerProcess):
+    sid = new_session(server)
+    url = f"{server.base_url}/v1/sessions/{sid}/messages"
+    body = {"content": "Tell a long story.", "stream": True, "max_tokens": 200, "ignore_eos": True}
+    with httpx.stream("POST", url, json=body, timeout=120) as r:
+        lines = r.iter_lines()  # kept referenced: a dropped iterator closes the response
+        next(line for line in lines if '"content": "' in line and '"role"' not in line)
+        busy = post(server, f"/v1/sessions/{sid}/messages", {"content": "Hello?"})
+        assert busy.status_code == 409
+        assert busy.json()["error"]["code"] == "session_busy"
+    # The stream was closed early: its reply is stored as cancelled, and the session goes on.
+    deadline = 50
+    while (
+        deadline and len(httpx.get(f"{server.base_url}/v1/sessions/{sid}").json()["messages"]) < 2
+    ):
+        deadline -= 1
+        httpx.get(f"{server.base_url}/health")  # a short pause that asks the server something
+    assert say(server, sid, "Hello?", max_tokens=4)["session_id"] == sid
+    roles = [
+        m["role"] for m in httpx.get(f"{server.base_url}/v1/sessions/{sid}").json()["messages"]
+    ]
+    assert roles == ["user", "assistant", "user", "assistant"]

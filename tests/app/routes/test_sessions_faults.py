@@ -38,21 +38,29 @@ def messages(srv: ServerProcess, sid: str) -> list[dict]:
     return httpx.get(f"{srv.base_url}/v1/sessions/{sid}", timeout=30).json()["messages"]
 
 
-def stream_until_first_text(srv: ServerProcess, sid: str, text: str) -> httpx.Response:
-    """Start a long streamed reply; return once its first text arrived (the stream stays open)."""
-    client = httpx.Client(timeout=120)
-    req = client.build_request(
-        "POST",
-        f"{srv.base_url}/v1/sessions/{sid}/messages",
-        json={"content": text, "stream": True, **SLOW},
-    )
-    r = client.send(req, stream=True)
-    for line in r.iter_lines():
-        if line.startswith("data: ") and '"content"' in line:
-            chunk = json.loads(line[6:])
-            if chunk["choices"] and chunk["choices"][0]["delta"].get("content"):
-                return r
-    raise AssertionError("no text streamed")
+class OpenStream:
+    """A long streamed reply, held open after its first text (the client stays connected)."""
+
+    def __init__(self, srv: ServerProcess, sid: str, text: str) -> None:
+        self.client = httpx.Client(timeout=120)
+        req = self.client.build_request(
+            "POST",
+            f"{srv.base_url}/v1/sessions/{sid}/messages",
+            json={"content": text, "stream": True, **SLOW},
+        )
+        self.response = self.client.send(req, stream=True)
+        # Kept referenced: a dropped line iterator would close the response (a disconnect).
+        self.lines = self.response.iter_lines()
+        for line in self.lines:
+            if line.startswith("data: ") and '"content"' in line:
+                chunk = json.loads(line[6:])
+                if chunk["choices"] and chunk["choices"][0]["delta"].get("content"):
+                    return
+        raise AssertionError("no text streamed")
+
+    def close(self) -> None:
+        self.response.close()
+        self.client.close()
 
 
 @pytest.mark.parametrize("backend", ["sqlite", "postgresql"])
@@ -62,9 +70,10 @@ def test_kill_9_mid_reply_keeps_every_completed_message(backend: str, tmp_path: 
         try:
             sid = session(srv, system_prompt="Be brief.")
             first = say(srv, sid, "Name a colour.").json()
-            stream_until_first_text(srv, sid, "Now write a long story.")
+            held = OpenStream(srv, sid, "Now write a long story.")
             srv.proc.send_signal(signal.SIGKILL)
             srv.proc.wait()
+            held.close()
         finally:
             srv.stop()
         srv = start(tmp_path, url)
@@ -117,9 +126,10 @@ def test_sigterm_cancels_a_reply_and_records_it(tmp_path: Path):
         srv = start(tmp_path, url, "--shutdown-grace", "0.5")
         try:
             sid = session(srv)
-            stream_until_first_text(srv, sid, "Write a long story.")
-            srv.proc.send_signal(signal.SIGTERM)
+            held = OpenStream(srv, sid, "Write a long story.")
+            srv.proc.send_signal(signal.SIGTERM)  # the client stays connected meanwhile
             assert srv.proc.wait(timeout=60) is not None
+            held.close()
         finally:
             srv.stop()
         srv = start(tmp_path, url)
@@ -134,7 +144,9 @@ def test_sigterm_cancels_a_reply_and_records_it(tmp_path: Path):
 def test_a_full_queue_answers_503_with_retry_after(tmp_path: Path):
     with fresh_database_url("sqlite", tmp_path) as url:
         srv = start(tmp_path, url, "--max-queue", "1")
-        body = {"messages": [{"role": "user", "content": "Tell a story."}], "stream": True, **SLOW}
+        # Long enough to outlast the checks below on any machine: up to the context size.
+        long = {**SLOW, "max_tokens": 1900}
+        body = {"messages": [{"role": "user", "content": "Tell a story."}], "stream": True, **long}
         chat = f"{srv.base_url}/v1/chat/completions"
         stop = threading.Event()
 
@@ -170,10 +182,10 @@ def test_a_full_queue_answers_503_with_retry_after(tmp_path: Path):
 
 def test_a_request_over_the_time_limit_gets_504_and_is_recorded(tmp_path: Path):
     with fresh_database_url("sqlite", tmp_path) as url:
-        srv = start(tmp_path, url, "--timeout", "1")
+        srv = start(tmp_path, url, "--timeout", "3")
         try:
             sid = session(srv)
-            r = say(srv, sid, "Write a long story.", **SLOW)
+            r = say(srv, sid, "Write a long story.", **{**SLOW, "max_tokens": 1900})
             assert r.status_code == 504
             assert r.json()["error"]["code"] == "timeout"
             stored = messages(srv, sid)
