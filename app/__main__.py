@@ -42,6 +42,13 @@ def parse_args(argv: list[str] | None = None) -> dict[str, object]:
     p.add_argument("--max-queue", type=int, help="waiting requests before 503 (0 = no bound)")
     p.add_argument("--timeout", dest="request_timeout", type=float, help="seconds per request")
     p.add_argument("--shutdown-grace", type=float, help="seconds to finish requests at shutdown")
+    p.add_argument("--mmproj", help="multimodal projector GGUF for image input")
+    p.add_argument("--image-max-bytes", type=int, help="largest accepted image file")
+    p.add_argument("--image-max-pixels", type=int, help="largest accepted width x height")
+    p.add_argument(
+        "--allow-remote-images", action="store_true", default=None, help="fetch http(s) images"
+    )
+    p.add_argument("--encoder-cache", type=int, help="vision encoder output cache, MiB")
     p.add_argument("-s", "--seed", type=int)
     p.add_argument(
         "--no-swa-full",

@@ -58,6 +58,13 @@ class Settings(BaseSettings):
     )
     cache_disk: int = Field(default=0, ge=0, description="disk tier budget, MiB; 0 = no limit")
     swa_full: bool = True
+    # Images (issue 5): a multimodal projector for the model, checks on input images, and the
+    # vision-encoder output cache (embeddings by image id) budget in MiB.
+    mmproj: str | None = None
+    image_max_bytes: int = Field(default=20 << 20, ge=1)
+    image_max_pixels: int = Field(default=4096 * 4096, ge=1)
+    allow_remote_images: bool = False
+    encoder_cache: int = Field(default=256, ge=0)
     # Persistence: SQLite file in data_dir unless DATABASE_URL (or KVCHAT_DATABASE_URL) is set.
     data_dir: str = "data"
     database_url: str | None = Field(
@@ -116,6 +123,8 @@ class Settings(BaseSettings):
             cache_policy=self.cache_policy,
             cache_reuse=self.cache_reuse,
             swa_full=self.swa_full,
+            mmproj_path=self.mmproj,
+            encoder_cache_bytes=self.encoder_cache << 20,
             idle_prefill_delay=self.idle_prefill_delay,
             max_queue=self.max_queue,
             request_timeout=self.request_timeout,

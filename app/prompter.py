@@ -51,12 +51,14 @@ class Prompter:
     def render(self, messages: list[dict[str, Any]], add_generation_prompt: bool = True) -> str:
         return self.template.render(messages, add_generation_prompt)
 
-    def tokenize(self, text: str) -> TokenSequence:
+    def needs_bos(self, text: str) -> bool:
         # The template may already start with BOS; adding another would change every prompt's
         # first token and so nothing else. Add the model's special tokens only when it does not.
-        add_special = not (self._bos and text.startswith(self._bos))
+        return not (self._bos and text.startswith(self._bos))
+
+    def tokenize(self, text: str) -> TokenSequence:
         return TokenSequence(
-            self._model.tokenize(text, add_special=add_special, parse_special=True)
+            self._model.tokenize(text, add_special=self.needs_bos(text), parse_special=True)
         )
 
     def extend(self, tokens: list[int], done: str, text: str) -> list[int]:

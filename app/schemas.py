@@ -27,7 +27,18 @@ class ImagePart(BaseModel):
     image_url: ImageURL
 
 
-ContentPart = Annotated[TextPart | ImagePart, Field(discriminator="type")]
+class ImageFile(BaseModel):
+    file_id: str = Field(max_length=64)  # an id from POST /v1/media
+
+
+class ImageFilePart(BaseModel):
+    """An uploaded image, as OpenAI's `image_file` content part."""
+
+    type: Literal["image_file"]
+    image_file: ImageFile
+
+
+ContentPart = Annotated[TextPart | ImagePart | ImageFilePart, Field(discriminator="type")]
 
 
 class ChatMessage(BaseModel):
@@ -44,14 +55,21 @@ class ChatMessage(BaseModel):
             return self.content
         return "".join(p.text for p in self.content if isinstance(p, TextPart))
 
-    def for_template(self) -> dict[str, str]:
-        """The shape chat templates expect: role and plain-text content."""
-        return {"role": self.role, "content": self.text()}
+    def for_template(self, marker: str | None = None) -> dict[str, str]:
+        """The shape chat templates expect: role and plain-text content, with `marker` where
+        each image goes (images are dropped without one)."""
+        if marker is None or not isinstance(self.content, list):
+            return {"role": self.role, "content": self.text()}
+        text = "".join(p.text if isinstance(p, TextPart) else marker for p in self.content)
+        return {"role": self.role, "content": text}
+
+    def images(self) -> list[ImagePart | ImageFilePart]:
+        if not isinstance(self.content, list):
+            return []
+        return [p for p in self.content if isinstance(p, ImagePart | ImageFilePart)]
 
     def has_images(self) -> bool:
-        return isinstance(self.content, list) and any(
-            isinstance(p, ImagePart) for p in self.content
-        )
+        return bool(self.images())
 
 
 class StreamOptions(BaseModel):

@@ -14,9 +14,10 @@ from app.config import Settings
 from app.db.store import Store
 from app.engine.engine import Engine
 from app.errors import install_error_handlers
+from app.media_store import MediaStore, media_root
 from app.metrics import EngineGauges, Metrics
 from app.prompter import Prompter
-from app.routes import openai, sessions, system, tokens
+from app.routes import media, openai, sessions, system, tokens
 from app.services import Services
 from app.turn_cache import TurnCache
 
@@ -55,6 +56,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             store,
             TurnCache(),
         )
+        app.state.services.media = MediaStore(media_root(settings), store)
         try:
             yield
         finally:
@@ -71,6 +73,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.include_router(sessions.router)
     app.include_router(system.router)
     app.include_router(tokens.router)
+    app.include_router(media.router)
     if FRONTEND.is_dir():
         app.mount("/", StaticFiles(directory=FRONTEND, html=True), name="frontend")
     return app

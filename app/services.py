@@ -12,6 +12,7 @@ from fastapi import Depends, Request
 from app.config import Settings
 from app.db.store import Store
 from app.engine.engine import Engine
+from app.media_store import MediaStore
 from app.metrics import Metrics
 from app.prompter import Prompter
 from app.turn_cache import TurnCache
@@ -30,6 +31,7 @@ class Services:
     busy_sessions: set[str] = field(default_factory=set)
     # Responses whose end hooks have not run yet (see app/responder.py); shutdown waits for them.
     inflight: set[object] = field(default_factory=set)
+    media: MediaStore | None = None  # uploaded images (POST /v1/media); set at start-up
 
     async def drained(self, timeout: float) -> bool:
         """Wait until every response has recorded its end; False if time ran out."""

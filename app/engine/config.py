@@ -36,5 +36,7 @@ class EngineConfig:
     swa_full: bool = True
     max_queue: int = 64  # waiting requests beyond this are refused (503); 0 = no bound
     request_timeout: float = 600.0  # seconds from submission; 0 = no limit
+    mmproj_path: str | None = None  # multimodal projector (mtmd); None: text only
+    encoder_cache_bytes: int = 256 << 20  # vision-encoder outputs kept by image id; 0 = off
     warmup: bool = True
     verbose: bool = False  # llama.cpp's own log lines

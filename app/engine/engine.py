@@ -24,6 +24,7 @@ from app.engine.scheduler import Planned, Scheduler
 from app.engine.slot import Slot, SlotInfo
 from app.engine.stream import EngineStream
 from app.engine.task import Sink, Task
+from app.engine.vision import Vision
 
 log = logging.getLogger(__name__)
 
@@ -40,6 +41,11 @@ class Engine:
             else None
         )
         self.reuse = PrefixReuse(self.model, self.scheduler, host, disk, config.cache_reuse)
+        self.vision = (
+            Vision(self.model, config.mmproj_path, config.n_threads, config.encoder_cache_bytes)
+            if config.mmproj_path
+            else None
+        )
         self._calls: list[tuple[Callable[[], object], Future]] = []
         self._batch = self.model.new_batch()
         self._inbox: list[Task] = []
@@ -82,6 +88,8 @@ class Engine:
     def close(self) -> None:
         if self._thread is not None and self._thread.is_alive():
             return  # still inside llama_decode: freeing now would crash
+        if self.vision is not None:
+            self.vision.close()
         self._batch.close()
         self.model.close()
 
@@ -96,7 +104,9 @@ class Engine:
     # --- submission (any thread) ----------------------------------------------------------------
 
     def validate(self, request: GenerationRequest) -> None:
-        request.check(self.model.n_ctx, self.model.n_vocab, len(self.scheduler.slots))
+        request.check(
+            self.model.n_ctx, self.model.n_vocab, len(self.scheduler.slots), self.vision is not None
+        )
 
     def submit(self, request: GenerationRequest, sink: Sink) -> Task:
         """Validate and queue; raises RequestError (nothing queued) on bad input."""
@@ -242,7 +252,37 @@ class Engine:
         task.start(slot.id, n_cached, sampler, source)
         self.scheduler.bind(task, slot)
 
+    def _eval_media(self) -> None:
+        """Evaluate the images that are next in prompts being prefilled (the vision helper runs
+        its own llama_decode; text prefill and decoding go on in the next step)."""
+        for task in list(self.scheduler.active):
+            if not task.prefilling or task.done:
+                continue
+            chunk = task.request.prompt.chunk_at(task.n_done)
+            if chunk is None:
+                continue
+            slot = self.scheduler.slot_of(task)
+            try:
+                n_pos = self.vision.eval(
+                    task.request.images[chunk.id],
+                    slot.cache.n_pos,
+                    slot.id,
+                    task.request.cache_salt,
+                )
+            except Exception as e:  # no room in the KV, or the projector failed
+                log.warning("image %s of task %d failed: %s", chunk.id[:12], task.id, e)
+                slot.erase(self.model)  # the image may be half in the KV
+                task.fail(f"could not evaluate the image: {e}", status=503, code="unavailable")
+                self.scheduler.release(task)
+                continue
+            if n_pos != slot.cache.n_pos + chunk.n_pos:
+                raise RuntimeError(f"image advanced the KV to {n_pos}, not by {chunk.n_pos}")
+            slot.cache.add_media(chunk)
+            task.n_done += chunk.n_tokens
+
     def _step(self) -> None:
+        if self.vision is not None:
+            self._eval_media()
         planned = self.scheduler.plan(self._batch, time.monotonic())
         if not planned:
             return

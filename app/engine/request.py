@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from app.engine.sampler import SamplingParams
+from mm.mtmd_bridge import ImageChunk
 from mm.token_sequence import TokenSequence
 
 
@@ -26,16 +27,25 @@ class GenerationRequest:
     # template: end of turn, then the next user header). When the reply ends on continuation[0],
     # the idle slot prefills them so the next turn evaluates only the new message.
     continuation: list[int] | None = None
+    # The image chunks of the prompt's media, by id (from Vision.tokenize): what the engine
+    # evaluates when a media chunk of the prompt is not in the slot's KV.
+    images: dict[str, ImageChunk] = field(default_factory=dict)
 
-    def check(self, n_ctx: int, n_vocab: int, n_slots: int) -> None:
+    def check(self, n_ctx: int, n_vocab: int, n_slots: int, vision: bool = False) -> None:
         """Raise RequestError for what this server cannot serve (nothing is queued then)."""
         prompt = self.prompt
         if len(prompt) == 0:
             raise RequestError("the prompt is empty", param="prompt")
         if prompt.has_media:
-            raise RequestError(
-                "this server cannot evaluate images (no multimodal projector)", param="messages"
-            )
+            if not vision:
+                raise RequestError(
+                    "image input needs a multimodal projector: start the server with --mmproj",
+                    param="messages",
+                )
+            if any(chunk.id not in self.images for _, chunk in prompt.media()):
+                raise RequestError("an image of the prompt was not given", param="messages")
+            if prompt.chunk_containing(len(prompt) - 1) is not None:
+                raise RequestError("the prompt must not end with an image", param="messages")
         try:
             prompt.validate(n_vocab)
         except ValueError as e:

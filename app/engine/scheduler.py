@@ -167,7 +167,11 @@ class Scheduler:
                 continue
             slot = self.slot_of(task)
             prompt = task.request.prompt
-            take = min(batch.free, task.prompt_len - task.n_done)
+            # Text only, up to the next image: the engine evaluates images itself, between steps.
+            end = next((s for s, _ in prompt.media() if s >= task.n_done), task.prompt_len)
+            take = min(batch.free, end - task.n_done)
+            if take == 0:
+                continue  # an image is next
             tokens = prompt.text_tokens(task.n_done, task.n_done + take)
             pos = slot.cache.n_pos
             row = None

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import asyncio
 import time
 
 from fastapi import APIRouter, Header, Request
 
 from app.engine.request import GenerationRequest, RequestError
+from app.images import image_prompt
 from app.responder import Reply, respond
 from app.responses import ChatShape, TextShape
 from app.schemas import ChatCompletionRequest, CompletionRequest, GenerationFields
@@ -40,27 +42,39 @@ async def chat_completions(
     services: ServicesDep,
     x_session_id: str | None = Header(default=None, max_length=128),
 ):
-    if any(m.has_images() for m in body.messages):
-        raise RequestError(
-            "image input needs a multimodal projector: start the server with --mmproj",
-            param="messages",
-        )
     prompter, turns, salt = services.prompter, services.turns, body.cache_salt
-    text = prompter.render([m.for_template() for m in body.messages])
-    # Earlier replies keep the ids the model generated for them (see app/turn_cache.py).
-    known = turns.longest(salt, text)
-    tokens = (
-        prompter.extend(known[1], known[0], text) if known else list(prompter.tokenize(text).tokens)
-    )
-    request = _generation(body, TokenSequence(tokens), services)
+    on_end = []
+    if any(m.has_images() for m in body.messages):
+        vision = services.engine.vision
+        if vision is None:
+            raise RequestError(
+                "image input needs a multimodal projector: start the server with --mmproj",
+                param="messages",
+            )
+        prompt, images = await asyncio.to_thread(
+            image_prompt, prompter, vision, body.messages, services.settings, services.media
+        )
+        request = _generation(body, prompt, services)
+        request.images = images
+    else:
+        text = prompter.render([m.for_template() for m in body.messages])
+        # Earlier replies keep the ids the model generated for them (see app/turn_cache.py).
+        known = turns.longest(salt, text)
+        tokens = (
+            prompter.extend(known[1], known[0], text)
+            if known
+            else list(prompter.tokenize(text).tokens)
+        )
+        request = _generation(body, TokenSequence(tokens), services)
+
+        def remember(result: TurnResult) -> None:
+            if result.status == "complete" and prompter.matches(result.tokens, result.text):
+                turns.remember(salt, text + result.text, [*tokens, *result.tokens])
+
+        on_end.append(remember)
     request.continuation = prompter.continuation
     request.session = body.session_id or x_session_id
-
-    def remember(result: TurnResult) -> None:
-        if result.status == "complete" and prompter.matches(result.tokens, result.text):
-            turns.remember(salt, text + result.text, [*tokens, *result.tokens])
-
-    reply = Reply(ChatShape, "chat", [remember])
+    reply = Reply(ChatShape, "chat", on_end)
     return await respond(services, request, body, reply, http)
 
 

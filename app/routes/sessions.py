@@ -16,13 +16,13 @@ from typing import Any
 from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse
 
-from app.conversation import conversation_prompt
 from app.db.records import MessageRecord, SessionRecord
 from app.engine.request import GenerationRequest, RequestError
 from app.responder import Reply, respond
 from app.responses import ChatShape
 from app.schemas import CreateSessionRequest, SessionMessageRequest
 from app.services import Services, ServicesDep
+from app.session_history import history, history_prompt, store_images
 from app.turn import TurnResult
 
 router = APIRouter(prefix="/v1/sessions")
@@ -112,59 +112,30 @@ async def delete_session(session_id: str, services: ServicesDep):
     return {"id": session_id, "object": "session.deleted", "deleted": True}
 
 
-def _history(
-    session: SessionRecord, text: str
-) -> tuple[list[dict[str, str]], dict[int, list[int]]]:
-    """Template messages (system, stored turns, the new message) and, by index, the replies
-    whose generated ids can stand in for their text.
-
-    A turn without a usable reply (it failed, was cancelled before any text, or the server died
-    during it) is left out with its user message: two user messages in a row would break
-    templates that insist on alternating roles. A cancelled reply stays with the text the user
-    saw."""
-    messages: list[dict[str, str]] = []
-    replies: dict[int, list[int]] = {}
-    if session.system_prompt:
-        messages.append({"role": "system", "content": session.system_prompt})
-    pending: dict[str, str] | None = None  # a user message waiting for its reply
-    for m in session.messages:
-        content = m.content if isinstance(m.content, str) else _parts_text(m.content)
-        if m.role == "user":
-            pending = {"role": "user", "content": content}
-        elif m.role == "assistant" and m.status != "error" and content and pending is not None:
-            messages.append(pending)
-            if m.token_ids is not None:
-                replies[len(messages)] = m.token_ids
-            messages.append({"role": "assistant", "content": content})
-            pending = None
-    messages.append({"role": "user", "content": text})
-    return messages, replies
-
-
-def _parts_text(parts: list[dict[str, Any]]) -> str:
-    return "".join(p.get("text", "") for p in parts if p.get("type") == "text")
-
-
 @router.post("/{session_id}/messages")
 async def add_message(
     session_id: str, body: SessionMessageRequest, http: Request, services: ServicesDep
 ):
     session = await _load(services, session_id)
-    if body.has_images():
-        raise RequestError(
-            "image input needs a multimodal projector: start the server with --mmproj",
-            param="content",
-        )
-    text = body.text()
-    if not text:
+    if not body.text() and not body.has_images():
         raise RequestError("the message is empty", param="content")
     # The session's defaults, then this request's own fields.
     fields = SessionMessageRequest.model_validate(
         {**session.sampling, **body.model_dump(exclude_unset=True)}
     )
-    messages, replies = _history(session, text)
-    # Renders the template once per stored reply: off the event loop for long sessions.
-    prompt = await asyncio.to_thread(conversation_prompt, services.prompter, messages, replies)
+    content = body.model_dump()["content"]  # plain str or list of dicts for the database
+    vision = services.engine.vision
+    if body.has_images():
+        if vision is None or services.media is None:
+            raise RequestError(
+                "image input needs a multimodal projector: start the server with --mmproj",
+                param="content",
+            )
+        content = await asyncio.to_thread(store_images, content, services.media, services.settings)
+    turn = history(session, content)
+    prompt, images = await history_prompt(
+        turn, services.prompter, vision, services.settings, services.media
+    )
     request = GenerationRequest(
         prompt=prompt,
         sampling=fields.sampling(services.settings.seed),
@@ -176,6 +147,7 @@ async def add_message(
         id_slot=fields.id_slot,
         session=session.id,
         continuation=services.prompter.continuation,
+        images=images,
     )
     services.engine.validate(request)  # bad input changes nothing: checked before storing
     services.engine.check_room()  # nor does a full queue (the common case; submit checks again)
@@ -189,7 +161,6 @@ async def add_message(
     store = services.store
     services.busy_sessions.add(session.id)
     try:
-        content = body.model_dump()["content"]  # plain str or list of dicts for the database
         user = await asyncio.to_thread(store.add_message, session.id, "user", content)
     except KeyError:  # deleted meanwhile
         services.busy_sessions.discard(session.id)

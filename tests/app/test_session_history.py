@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import UTC, datetime
 
 from app.db.records import MessageRecord, SessionRecord
-from app.routes.sessions import _history
+from app.session_history import history
 
 NOW = datetime.now(UTC)
 
@@ -32,7 +32,8 @@ def test_turns_without_a_usable_reply_are_left_out_with_their_question():
         msg(7, "user", "cancelled later"),
         msg(8, "assistant", "half a rep", status="cancelled", ids=[8, 9]),
     )
-    messages, replies = _history(s, "new")
+    h = history(s, "new")
+    messages, replies = [m.for_template() for m in h.messages], h.replies
     assert [(m["role"], m["content"]) for m in messages] == [
         ("system", "Be brief."),
         ("user", "one"),
@@ -47,10 +48,22 @@ def test_turns_without_a_usable_reply_are_left_out_with_their_question():
 def test_content_parts_give_their_text_and_no_system_prompt_is_fine():
     parts = [{"type": "text", "text": "a"}, {"type": "text", "text": "b"}]
     stored = session(msg(0, "user", parts), msg(1, "assistant", "ok"), system=None)
-    messages, replies = _history(stored, "c")
+    h = history(stored, "c")
+    messages, replies = [m.for_template() for m in h.messages], h.replies
+    assert not h.has_images
     assert messages == [
         {"role": "user", "content": "ab"},
         {"role": "assistant", "content": "ok"},
         {"role": "user", "content": "c"},
     ]
     assert replies == {}
+
+
+def test_image_parts_are_kept_for_the_projector():
+    image = {"type": "image_file", "image_file": {"file_id": "media-" + "0" * 24}}
+    stored = session(
+        msg(0, "user", [image, {"type": "text", "text": "?"}]), msg(1, "assistant", "A")
+    )
+    h = history(stored, "more")
+    assert h.has_images
+    assert h.messages[1].for_template("<m>")["content"] == "<m>?"

@@ -1,0 +1,69 @@
+"""`Vision`: image input for a loaded model through llama.cpp's mtmd (multimodal projector).
+
+Tokenizing a prompt with images gives text tokens and image chunks; the engine evaluates an
+image chunk into a slot's sequence at its position, taking the encoder's output from the
+`EncoderCache` when that image was encoded recently (an image whose KV is gone then skips the
+vision encoder). Engine thread only for `eval`; `tokenize` only reads the vocabulary and the
+pixels, so the HTTP side may call it.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import TYPE_CHECKING
+
+from app.cache.encoder_cache import EncoderCache
+from mm.mtmd_bridge import Chunk, ImageChunk, ImageInput, MtmdContext, TextChunk
+from mm.token_sequence import TokenSequence
+
+if TYPE_CHECKING:
+    from app.engine.model import Model
+
+log = logging.getLogger(__name__)
+
+
+class Vision:
+    def __init__(self, model: Model, mmproj_path: str, n_threads: int, cache_bytes: int) -> None:
+        self._model = model
+        self._mtmd = MtmdContext(mmproj_path, model._model, n_threads)  # noqa: SLF001
+        self.cache = EncoderCache(cache_bytes)
+        self.marker = self._mtmd.marker
+        self.encoded = 0  # encoder runs (the rest of the images came from the cache)
+
+    def tokenize(
+        self, text: str, images: list[ImageInput], add_special: bool
+    ) -> tuple[TokenSequence, dict[str, ImageChunk]]:
+        """The prompt as a token sequence (images as media chunks) and each image's chunk.
+
+        A chunk's pixels are freed when the last reference to it goes (the request's), so the
+        engine thread never evaluates a freed chunk."""
+        chunks: list[Chunk] = self._mtmd.tokenize(text, images, add_special=add_special)
+        seq = TokenSequence()
+        by_id: dict[str, ImageChunk] = {}
+        for chunk in chunks:
+            if isinstance(chunk, TextChunk):
+                seq.extend(chunk.tokens)
+            else:
+                seq.add_media(chunk.media())
+                by_id.setdefault(chunk.id, chunk)
+        return seq, by_id
+
+    def eval(self, chunk: ImageChunk, n_past: int, seq_id: int, salt: str) -> int:
+        """Evaluate the image into seq_id's KV from position n_past; returns the new n_past."""
+        key = (salt, chunk.id)  # salted: a cached encode must not tell one tenant another's
+        embeddings = self.cache.get(key)
+        if embeddings is None:
+            embeddings = self._mtmd.encode(chunk)
+            self.encoded += 1
+            self.cache.put(key, embeddings)
+        return self._mtmd.eval_image(
+            self._model._ctx,  # noqa: SLF001
+            chunk,
+            n_past,
+            seq_id,
+            self._model.n_batch,
+            embeddings=embeddings,
+        )
+
+    def close(self) -> None:
+        self._mtmd.close()

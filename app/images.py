@@ -1,0 +1,64 @@
+"""The images of a chat request: read (data URL or uploaded media), decoded and checked with
+Pillow, then tokenized with the prompt through the model's projector.
+
+Runs in a worker thread (decoding is CPU work). Every bad image is a RequestError (400) that
+names the message it came from; nothing is queued then.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from app.engine.request import RequestError
+from app.engine.vision import Vision
+from app.media_store import MediaStore, image_limits
+from app.prompter import Prompter
+from app.schemas import ChatMessage, ImagePart
+from mm.image import ImageError, decode_image, image_bytes_from_url
+from mm.mtmd_bridge import ImageChunk, ImageInput
+from mm.token_sequence import TokenSequence
+
+
+def load_images(
+    messages: list[ChatMessage], settings: Any, media: MediaStore | None
+) -> list[ImageInput]:
+    limits = image_limits(settings)
+    out: list[ImageInput] = []
+    for i, message in enumerate(messages):
+        for part in message.images():
+            try:
+                if isinstance(part, ImagePart):
+                    data = image_bytes_from_url(part.image_url.url, limits)
+                else:
+                    data = _uploaded(media, part.image_file.file_id)
+                image = decode_image(data, limits)
+            except ImageError as e:
+                raise RequestError(f"messages[{i}]: {e}", param=f"messages.{i}.content") from e
+            out.append(ImageInput(image.width, image.height, image.rgb, image.id))
+    return out
+
+
+def _uploaded(media: MediaStore | None, media_id: str) -> bytes:
+    if media is None:
+        raise ImageError("uploaded media are not available on this server")
+    try:
+        return media.load(media_id)
+    except (KeyError, ValueError):
+        raise ImageError(f"no uploaded media with id {media_id!r}") from None
+
+
+def image_prompt(
+    prompter: Prompter,
+    vision: Vision,
+    messages: list[ChatMessage],
+    settings: Any,
+    media: MediaStore | None,
+) -> tuple[TokenSequence, dict[str, ImageChunk]]:
+    """The prompt of a chat with images: media chunks where the images are."""
+    images = load_images(messages, settings, media)
+    text = prompter.render([m.for_template(vision.marker) for m in messages])
+    if text.count(vision.marker) != len(images):
+        raise RequestError(
+            f"message text must not contain the media marker {vision.marker}", param="messages"
+        )
+    return vision.tokenize(text, images, add_special=prompter.needs_bos(text))

@@ -1,0 +1,106 @@
+"""Media uploads: `POST /v1/media` stores an image by its sha256 and returns an id that chat
+messages can refer to; `GET /v1/media/{id}` and `/v1/media/{id}/content` give it back."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+from fastapi import APIRouter, Request
+from fastapi.responses import JSONResponse, Response
+
+from app.db.records import MediaRecord
+from app.engine.request import RequestError
+from app.media_store import MediaFileError, MediaStore, image_limits, image_size
+from app.media_upload import FILE_FIELD, read_upload
+from app.services import Services, ServicesDep
+from mm.image import ImageError
+
+router = APIRouter(prefix="/v1/media")
+
+
+def media_json(record: MediaRecord, size: tuple[int, int] | None) -> dict[str, Any]:
+    out: dict[str, Any] = {
+        "id": record.id,
+        "object": "media",
+        "bytes": record.size,
+        "mime_type": record.mime_type,
+        "sha256": record.sha256,
+        # Unix seconds, as in OpenAI's file objects.
+        "created_at": int(record.created_at.timestamp()),
+    }
+    if size is not None:
+        out["width"], out["height"] = size
+    return out
+
+
+def _media(services: Services) -> MediaStore:
+    if services.media is None:  # an app built without the lifespan (some unit tests)
+        raise RequestError("media storage is not available", code="unavailable", status=503)
+    return services.media
+
+
+def _not_found(media_id: str) -> RequestError:
+    return RequestError(
+        f"media {media_id!r} does not exist", param="media_id", code="not_found", status=404
+    )
+
+
+def _gone(e: MediaFileError) -> RequestError:
+    return RequestError(str(e), param="media_id", code="media_file_gone", status=410)
+
+
+def _save(media: MediaStore, data: bytes, services: Services) -> dict[str, Any]:
+    record = media.save(data, image_limits(services.settings))
+    return media_json(record, image_size(data))
+
+
+@router.post("", status_code=201)
+async def upload_media(request: Request, services: ServicesDep) -> JSONResponse:
+    media = _media(services)
+    limit = image_limits(services.settings).max_bytes
+    data = await read_upload(
+        request.headers.get("content-type"),
+        request.headers.get("content-length"),
+        request.stream(),
+        limit,
+    )
+    try:
+        # Decoding, hashing and the file write block: off the event loop.
+        body = await asyncio.to_thread(_save, media, data, services)
+    except ImageError as e:
+        raise RequestError(str(e), param=FILE_FIELD, code="invalid_image") from None
+    return JSONResponse(body, status_code=201)
+
+
+def _read(media: MediaStore, media_id: str) -> tuple[MediaRecord, bytes]:
+    stored = media.read(media_id)
+    return stored.record, stored.data
+
+
+async def _load(services: Services, media_id: str) -> tuple[MediaRecord, bytes]:
+    try:
+        return await asyncio.to_thread(_read, _media(services), media_id)
+    except KeyError:
+        raise _not_found(media_id) from None
+    except MediaFileError as e:
+        raise _gone(e) from None
+
+
+@router.get("/{media_id}")
+async def get_media(media_id: str, services: ServicesDep) -> dict[str, Any]:
+    # The file is read (and its hash checked) so the answer says whether it can still be used,
+    # and the size is taken from it: the table has no width or height columns.
+    record, data = await _load(services, media_id)
+    return media_json(record, await asyncio.to_thread(image_size, data))
+
+
+@router.get("/{media_id}/content")
+async def get_media_content(media_id: str, services: ServicesDep) -> Response:
+    record, data = await _load(services, media_id)
+    headers = {
+        "ETag": f'"{record.sha256}"',
+        # Content-addressed: the bytes behind an id never change.
+        "Cache-Control": "public, max-age=31536000, immutable",
+    }
+    return Response(data, media_type=record.mime_type, headers=headers)

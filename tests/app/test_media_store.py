@@ -1,0 +1,139 @@
+"""MediaStore on a real SQLite Store: files by sha256, idempotent saves, verified reads."""
+
+from __future__ import annotations
+
+import io
+from collections.abc import Iterator
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+from PIL import Image
+
+from app.db.store import Store
+from app.media_store import MediaFileError, MediaStore, image_limits, image_size
+from mm.image import ImageError, ImageLimits
+from tests.db_urls import fresh_database_url
+
+
+def png(width: int = 16, height: int = 8, color: tuple[int, int, int] = (200, 30, 30)) -> bytes:
+    buf = io.BytesIO()
+    Image.new("RGB", (width, height), color).save(buf, "PNG")
+    return buf.getvalue()
+
+
+@pytest.fixture()
+def store(tmp_path: Path) -> Iterator[Store]:
+    with fresh_database_url("sqlite", tmp_path) as url:
+        s = Store(url)
+        s.migrate()
+        try:
+            yield s
+        finally:
+            s.close()
+
+
+@pytest.fixture()
+def media(tmp_path: Path, store: Store) -> MediaStore:
+    return MediaStore(tmp_path / "media", store)
+
+
+def files(root: Path) -> list[Path]:
+    return sorted(p for p in root.rglob("*") if p.is_file())
+
+
+def test_save_is_idempotent_one_file_one_record(media: MediaStore):
+    data = png()
+    first = media.save(data)
+    second = media.save(data)
+    assert first == second
+    assert first.id == "media-" + first.sha256[:24]
+    assert (first.mime_type, first.size) == ("image/png", len(data))
+    stored = files(media.root)
+    assert stored == [media.root / first.sha256[:2] / f"{first.sha256}.png"]
+    assert first.location == f"{first.sha256[:2]}/{first.sha256}.png"  # relative: the dir can move
+    assert media.save(png(color=(0, 0, 255))).id != first.id
+
+
+def test_load_round_trip(media: MediaStore):
+    data = png(5, 7)
+    record = media.save(data)
+    assert media.load(record.id) == data
+    stored = media.read(record.id)
+    assert stored.record == record and stored.data == data
+    assert media.get(record.id) == record
+
+
+def test_jpeg_gets_its_own_extension(media: MediaStore):
+    buf = io.BytesIO()
+    Image.new("RGB", (8, 8), (10, 20, 30)).save(buf, "JPEG")
+    record = media.save(buf.getvalue())
+    assert record.mime_type == "image/jpeg" and record.location.endswith(".jpg")
+
+
+def test_corrupt_file_is_detected_and_a_new_upload_repairs_it(media: MediaStore):
+    data = png()
+    record = media.save(data)
+    path = media.root / record.location
+    path.write_bytes(data[:-3] + b"xyz")
+    with pytest.raises(MediaFileError, match="corrupt"):
+        media.load(record.id)
+    assert media.save(data) == record  # same bytes again: the damaged file is rewritten
+    assert media.load(record.id) == data
+
+
+def test_missing_file_is_detected(media: MediaStore):
+    record = media.save(png())
+    (media.root / record.location).unlink()
+    with pytest.raises(MediaFileError, match="missing"):
+        media.load(record.id)
+    assert issubclass(MediaFileError, ValueError)
+
+
+@pytest.mark.parametrize(
+    "media_id", ["", "media-", "media-XYZ", "media-" + "a" * 23, "media-" + "A" * 24, "../etc"]
+)
+def test_malformed_id_is_unknown_without_asking_the_database(media: MediaStore, media_id: str):
+    media.store = None  # type: ignore[assignment]  # any database call would fail loudly
+    with pytest.raises(KeyError):
+        media.load(media_id)
+
+
+def test_unknown_id(media: MediaStore):
+    with pytest.raises(KeyError):
+        media.load("media-" + "0" * 24)
+
+
+def test_bad_images_are_refused_and_nothing_is_written(media: MediaStore):
+    bmp = io.BytesIO()
+    Image.new("RGB", (4, 4)).save(bmp, "BMP")
+    for data, reason in [
+        (b"hello, not an image", "not an image"),
+        (bmp.getvalue(), "BMP"),
+        (png(64, 64)[:60], "corrupt or truncated|not an image"),
+        (b"", "empty"),
+    ]:
+        with pytest.raises(ImageError, match=reason):
+            media.save(data)
+    with pytest.raises(ImageError, match="limit"):
+        media.save(png(64, 64), ImageLimits(max_pixels=100))
+    assert files(media.root) == []
+
+
+def test_image_limits_read_settings_when_they_have_the_fields():
+    assert image_limits(SimpleNamespace()) == ImageLimits()
+    assert image_limits(SimpleNamespace(image_max_bytes=None)) == ImageLimits()
+    limits = image_limits(
+        SimpleNamespace(image_max_bytes=1000, image_max_pixels=50, allow_remote_images=True)
+    )
+    assert limits == ImageLimits(max_bytes=1000, max_pixels=50, allow_remote=True)
+
+
+def test_image_size_applies_exif_orientation():
+    assert image_size(png(16, 8)) == (16, 8)
+    im = Image.new("RGB", (16, 8))
+    exif = im.getexif()
+    exif[0x0112] = 6  # rotated 90 degrees: the model sees 8x16
+    buf = io.BytesIO()
+    im.save(buf, "JPEG", exif=exif)
+    assert image_size(buf.getvalue()) == (8, 16)
