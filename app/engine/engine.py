@@ -16,6 +16,7 @@ from concurrent.futures import Future
 from app.cache.disk_cache import DiskCache
 from app.cache.host_cache import HostCache
 from app.engine.config import EngineConfig
+from app.engine.kv_room import make_room
 from app.engine.model import Model
 from app.engine.prefix_reuse import PrefixReuse
 from app.engine.request import GenerationRequest, RequestError
@@ -258,27 +259,14 @@ class Engine:
         for task in list(self.scheduler.active):
             if not task.prefilling or task.done:
                 continue
-            chunk = task.request.prompt.chunk_at(task.n_done)
-            if chunk is None:
-                continue
             slot = self.scheduler.slot_of(task)
             try:
-                n_pos = self.vision.eval(
-                    task.request.images[chunk.id],
-                    slot.cache.n_pos,
-                    slot.id,
-                    task.request.cache_salt,
-                )
+                self.vision.prefill_next(task, slot)
             except Exception as e:  # no room in the KV, or the projector failed
-                log.warning("image %s of task %d failed: %s", chunk.id[:12], task.id, e)
+                log.warning("image of task %d failed: %s", task.id, e)
                 slot.erase(self.model)  # the image may be half in the KV
                 task.fail(f"could not evaluate the image: {e}", status=503, code="unavailable")
                 self.scheduler.release(task)
-                continue
-            if n_pos != slot.cache.n_pos + chunk.n_pos:
-                raise RuntimeError(f"image advanced the KV to {n_pos}, not by {chunk.n_pos}")
-            slot.cache.add_media(chunk)
-            task.n_done += chunk.n_tokens
 
     def _step(self) -> None:
         if self.vision is not None:
@@ -287,7 +275,7 @@ class Engine:
         if not planned:
             return
         status = self.model.decode(self._batch)
-        if status == 1 and self._make_room(planned):
+        if status == 1 and make_room(self.scheduler, self.reuse, self.model, planned):
             return  # room was made or a task was dropped: plan again next step
         if status != 0:
             raise RuntimeError(f"llama_decode returned {status}")
@@ -306,64 +294,8 @@ class Engine:
             n_top = task.request.logprobs
             logprob = self.model.logprob(p.row, token, n_top) if n_top is not None else None
             if not task.on_token(token, piece, self.model.is_eog(token), room_left, logprob):
-                self._queue_continuation(task, p.slot)
+                tail = task.next_turn_tail(self.model.is_eog)
+                delay = self.config.idle_prefill_delay
+                if tail and delay >= 0 and p.slot.cache.n_pos + len(tail) < n_ctx:
+                    p.slot.tail, p.slot.tail_due = tail, time.monotonic() + delay
                 self.scheduler.release(task)
-
-    def _queue_continuation(self, task: Task, slot: Slot) -> None:
-        """After a chat reply, prefill what the next turn's prompt will hold after it.
-
-        A reply that ended on end-of-turn continues with the template's continuation (which
-        starts with that token); one cut by max_tokens with its last, undecoded token and then
-        the continuation. A stop-string cut returns shortened text, so nothing is predictable.
-        """
-        cont = task.request.continuation
-        if self.config.idle_prefill_delay < 0:
-            return
-        if not cont or not task.cache_prompt or task.ended_on is None:
-            return
-        if task.finish_reason == "stop" and task.ended_on == cont[0]:
-            tail = list(cont)
-        elif task.finish_reason == "length" and not self.model.is_eog(task.ended_on):
-            tail = [task.ended_on, *cont]
-        else:
-            return
-        if slot.cache.n_pos + len(tail) < self.model.n_ctx:
-            slot.tail = tail
-            slot.tail_due = time.monotonic() + self.config.idle_prefill_delay
-
-    def _make_room(self, planned: list[Planned]) -> bool:
-        """The KV is full. Drop pending idle prefills; then free idle slots' KV (least recently
-        used first); failing that, stop the task holding the most KV. Returns True when something
-        changed, so the step can be re-planned."""
-        tails = [s for s in self.scheduler.slots if s.tail]
-        if tails:  # speculative work goes first
-            for slot in tails:
-                slot.tail = None
-            return True
-        busy = {p.slot.id for p in planned}
-        idle = sorted(
-            (s for s in self.scheduler.slots if s.idle and len(s.cache) > 0 and s.id not in busy),
-            key=lambda s: s.last_used,
-        )
-        if idle:
-            log.info("KV full: erasing idle slot %d", idle[0].id)
-            self.reuse.save(idle[0], keep=0)
-            idle[0].erase(self.model)
-            return True
-        if self.scheduler.active:
-            # Stop whoever holds the most KV: it frees the most room and is the likeliest to be
-            # the one that filled the context.
-            task = max(self.scheduler.active, key=lambda t: len(self.scheduler.slot_of(t).cache))
-            log.warning("KV full: stopping task %d", task.id)
-            if task.prefilling:
-                self.scheduler.slot_of(task).erase(self.model)
-                task.fail(
-                    "the context is full: too many long requests at once; retry later",
-                    status=503,
-                    code="unavailable",
-                )
-            else:
-                task.finish("length")
-            self.scheduler.release(task)
-            return True
-        return False

@@ -100,6 +100,23 @@ class Task:
         self.next_token = token
         return True
 
+    def next_turn_tail(self, is_eog: Callable[[int], bool]) -> list[int] | None:
+        """After a chat reply: what the next turn's prompt will hold after the slot's KV, for the
+        idle slot to prefill ahead (None: nothing predictable).
+
+        A reply that ended on end-of-turn continues with the template's continuation (which
+        starts with that token); one cut by max_tokens with its last, undecoded token and then
+        the continuation. A stop-string cut returns shortened text: nothing is predictable.
+        """
+        cont = self.request.continuation
+        if not cont or not self.cache_prompt or self.ended_on is None:
+            return None
+        if self.finish_reason == "stop" and self.ended_on == cont[0]:
+            return list(cont)
+        if self.finish_reason == "length" and not is_eog(self.ended_on):
+            return [self.ended_on, *cont]
+        return None
+
     def _emit(self, text: str) -> None:
         if not text:
             return

@@ -18,6 +18,8 @@ from mm.token_sequence import TokenSequence
 
 if TYPE_CHECKING:
     from app.engine.model import Model
+    from app.engine.slot import Slot
+    from app.engine.task import Task
 
 log = logging.getLogger(__name__)
 
@@ -64,6 +66,20 @@ class Vision:
             self._model.n_batch,
             embeddings=embeddings,
         )
+
+    def prefill_next(self, task: Task, slot: Slot) -> None:
+        """If an image is next in the task's prompt, put it into the slot's KV (raises on
+        failure: no room, or the projector failed)."""
+        chunk = task.request.prompt.chunk_at(task.n_done)
+        if chunk is None:
+            return
+        n_pos = self.eval(
+            task.request.images[chunk.id], slot.cache.n_pos, slot.id, task.request.cache_salt
+        )
+        if n_pos != slot.cache.n_pos + chunk.n_pos:
+            raise RuntimeError(f"the image advanced the KV to {n_pos}, not by {chunk.n_pos}")
+        slot.cache.add_media(chunk)
+        task.n_done += chunk.n_tokens
 
     def close(self) -> None:
         self._mtmd.close()
