@@ -4,8 +4,19 @@ byte budget. An image whose KV was evicted still skips the encoder when it comes
 from __future__ import annotations
 
 from collections import OrderedDict
+from dataclasses import dataclass
 
 import numpy as np
+
+
+@dataclass(slots=True)
+class EncoderCacheStats:
+    entries: int
+    bytes: int
+    budget_bytes: int
+    hits: int
+    misses: int
+    encoded: int = 0  # encoder runs (filled in by `Vision.stats`; the cache does not run it)
 
 
 class EncoderCache:
@@ -37,6 +48,11 @@ class EncoderCache:
         while self.bytes > self.max_bytes:
             _, dropped = self._items.popitem(last=False)
             self.bytes -= dropped.nbytes
+
+    def stats(self) -> EncoderCacheStats:
+        return EncoderCacheStats(
+            len(self._items), self.bytes, self.max_bytes, self.hits, self.misses
+        )
 
     def __len__(self) -> int:
         return len(self._items)

@@ -12,7 +12,7 @@ from __future__ import annotations
 import logging
 from typing import TYPE_CHECKING
 
-from app.cache.encoder_cache import EncoderCache
+from app.cache.encoder_cache import EncoderCache, EncoderCacheStats
 from mm.mtmd_bridge import Chunk, ImageChunk, ImageInput, MtmdContext, TextChunk
 from mm.token_sequence import TokenSequence
 
@@ -80,6 +80,12 @@ class Vision:
             raise RuntimeError(f"the image advanced the KV to {n_pos}, not by {chunk.n_pos}")
         slot.cache.add_media(chunk)
         task.n_done += chunk.n_tokens
+
+    def stats(self) -> EncoderCacheStats:
+        """The encoder cache's counters and the encoder runs (engine thread: they change there)."""
+        stats = self.cache.stats()
+        stats.encoded = self.encoded
+        return stats
 
     def close(self) -> None:
         self._mtmd.close()

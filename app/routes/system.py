@@ -4,13 +4,17 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 from fastapi import APIRouter, Body, Response
 
 from app.errors import error_response
 from app.services import ServicesDep
 from app.slot_actions import SlotActions
+
+if TYPE_CHECKING:
+    from app.cache.encoder_cache import EncoderCacheStats
+    from app.engine.prefix_reuse import ReuseStats
 
 router = APIRouter()
 
@@ -48,9 +52,18 @@ async def slot_action(
 
 @router.get("/cache")
 async def cache(services: ServicesDep):
-    """Host-memory entries, bytes and tokens, and hits per tier (own slot, other slot, host)."""
-    stats = await asyncio.wrap_future(services.engine.call(services.engine.reuse.snapshot))
-    return dataclasses.asdict(stats)
+    """Host-memory entries, bytes and tokens, and hits per tier (own slot, other slot, host);
+    with a projector (--mmproj) also the vision-encoder cache ("encoder", else null)."""
+    engine = services.engine
+    vision = engine.vision
+
+    def read() -> tuple[ReuseStats, EncoderCacheStats | None]:
+        return engine.reuse.snapshot(), vision.stats() if vision is not None else None
+
+    stats, encoder = await asyncio.wrap_future(engine.call(read))
+    out = dataclasses.asdict(stats)
+    out["encoder"] = dataclasses.asdict(encoder) if encoder is not None else None
+    return out
 
 
 @router.post("/cache/reset")

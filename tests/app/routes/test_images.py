@@ -170,3 +170,26 @@ def test_a_session_keeps_its_image_by_reference_and_reuses_it(server: ServerProc
     stored = httpx.get(f"{base}/v1/sessions/{sid}").json()["messages"]
     image = stored[0]["content"][0]
     assert image["type"] == "image_file" and image["image_file"]["file_id"].startswith("media-")
+
+
+def encoder_stats(server: ServerProcess) -> dict:
+    stats = httpx.get(server.base_url + "/cache").json()["encoder"]
+    assert stats is not None and stats["budget_bytes"] > 0
+    return stats
+
+
+def test_an_image_whose_kv_cannot_be_reused_skips_the_encoder(server: ServerProcess):
+    url = data_url(encoded(picture(71)))
+    ask(server, [{"type": "text", "text": "Look:"}, image_part(url)])
+    before = encoder_stats(server)
+    assert before["entries"] >= 1 and before["bytes"] > 0
+    # Other text before it: the image's KV sits at other positions and is evaluated again, but
+    # its embeddings come from the encoder cache.
+    ask(server, [{"type": "text", "text": "See here, now:"}, image_part(url)])
+    after = encoder_stats(server)
+    assert after["hits"] >= before["hits"] + 1
+    assert after["encoded"] == before["encoded"]
+    ask(server, [{"type": "text", "text": "Look:"}, image_part(data_url(encoded(picture(72))))])
+    new = encoder_stats(server)
+    assert new["encoded"] == after["encoded"] + 1
+    assert new["misses"] >= after["misses"] + 1
