@@ -9,7 +9,9 @@ from typing import Annotated, Any, Literal
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, model_validator
 
+from app.engine.request import GenerationRequest
 from app.engine.sampler import SamplingParams
+from mm.token_sequence import TokenSequence
 
 
 class ImageURL(BaseModel):
@@ -140,6 +142,23 @@ class GenerationFields(BaseModel):
             repeat_last_n=self.repeat_last_n,
             frequency_penalty=self.frequency_penalty,
             presence_penalty=self.presence_penalty,
+        )
+
+    def generation(
+        self, prompt: TokenSequence, default_seed: int, **more: Any
+    ) -> GenerationRequest:
+        """The engine's request for this body's fields (`more`: fields set by the route)."""
+        return GenerationRequest(
+            prompt=prompt,
+            sampling=self.sampling(default_seed),
+            max_tokens=self.token_limit(),
+            stop=self.stop_list(),
+            ignore_eos=self.ignore_eos,
+            cache_prompt=self.cache_prompt,
+            cache_salt=self.cache_salt,
+            id_slot=self.id_slot,
+            logprobs=self.logprobs_n(),
+            **more,
         )
 
     def include_usage(self) -> bool:

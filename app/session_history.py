@@ -13,7 +13,7 @@ from typing import Any
 
 from app.conversation import conversation_prompt
 from app.db.records import SessionRecord
-from app.engine.request import RequestError
+from app.engine.request import RequestError, no_projector
 from app.engine.vision import Vision
 from app.images import image_prompt
 from app.media_store import MediaStore, image_limits
@@ -70,10 +70,7 @@ async def history_prompt(
         prompt = await asyncio.to_thread(conversation_prompt, prompter, template, h.replies)
         return prompt, {}
     if vision is None:
-        raise RequestError(
-            "image input needs a multimodal projector: start the server with --mmproj",
-            param="content",
-        )
+        raise no_projector("content")
     return await asyncio.to_thread(image_prompt, prompter, vision, h.messages, settings, media)
 
 

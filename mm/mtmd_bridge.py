@@ -24,30 +24,18 @@ import llama_cpp
 import numpy as np
 from llama_cpp import mtmd_cpp as mtmd
 
+from mm.ggml_log import log_callback
 from mm.image import pixel_id
 from mm.token_sequence import MediaChunk
 
 log = logging.getLogger(__name__)
 
-_LEVELS = {1: logging.DEBUG, 2: logging.DEBUG, 3: logging.WARNING, 4: logging.ERROR}
-_LOG_CALLBACK = None  # llama.cpp keeps the raw pointer: must live as long as the process
-
 
 def _install_log_callback() -> None:
-    # mtmd/clip print every tensor and each encode to stderr by default; route them to logging
-    # (INFO lines at DEBUG: there are dozens per load and per image).
-    global _LOG_CALLBACK
-    if _LOG_CALLBACK is not None:
-        return
-
-    @llama_cpp.llama_log_callback
-    def _callback(level: int, text: bytes, _user_data: ctypes.c_void_p) -> None:
-        py_level = _LEVELS.get(level, logging.DEBUG)
-        if log.isEnabledFor(py_level):
-            log.log(py_level, "mtmd: %s", text.decode("utf-8", "replace").rstrip())
-
-    _LOG_CALLBACK = _callback
-    mtmd.mtmd_helper_log_set(_LOG_CALLBACK, ctypes.c_void_p(0))  # also sets mtmd's own logger
+    # mtmd/clip print every tensor and each encode to stderr by default: keep warnings and
+    # errors (the INFO lines are dozens per load and per image).
+    callback = log_callback(log, "mtmd", lambda level: level >= logging.WARNING)
+    mtmd.mtmd_helper_log_set(callback, ctypes.c_void_p(0))  # also sets mtmd's own logger
 
 
 class MtmdError(RuntimeError):

@@ -16,30 +16,18 @@ import numpy as np
 from app.engine.batch import Batch
 from app.engine.config import EngineConfig
 from app.engine.events import TokenLogprob
+from mm.ggml_log import log_callback
 
 log = logging.getLogger(__name__)
 
-_LEVELS = {1: logging.DEBUG, 2: logging.INFO, 3: logging.WARNING, 4: logging.ERROR}
 
 # Keep the C callback alive for the life of the process: llama.cpp holds the raw pointer.
-_LOG_CALLBACK = None
 
 
 def _install_log_callback(verbose: bool) -> None:
-    global _LOG_CALLBACK
-    if _LOG_CALLBACK is not None:
-        return
-
-    @llama_cpp.llama_log_callback
-    def _callback(level: int, text: bytes, _user_data: ctypes.c_void_p) -> None:
-        # ggml_log_level: 1 DEBUG, 2 INFO, 3 WARN, 4 ERROR, 5 CONT (continues the last line).
-        # Warnings and errors always; the rest only when verbose.
-        py_level = _LEVELS.get(level, logging.DEBUG)
-        if verbose or py_level >= logging.WARNING:
-            log.log(py_level, "llama.cpp: %s", text.decode("utf-8", "replace").rstrip())
-
-    _LOG_CALLBACK = _callback
-    llama_cpp.llama_log_set(_LOG_CALLBACK, ctypes.c_void_p(0))
+    # Warnings and errors always; the rest only when verbose.
+    callback = log_callback(log, "llama.cpp", lambda level: verbose or level >= logging.WARNING)
+    llama_cpp.llama_log_set(callback, ctypes.c_void_p(0))
 
 
 def _cpu_has_amx_kernels() -> bool:

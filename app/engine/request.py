@@ -38,10 +38,7 @@ class GenerationRequest:
             raise RequestError("the prompt is empty", param="prompt")
         if prompt.has_media:
             if not vision:
-                raise RequestError(
-                    "image input needs a multimodal projector: start the server with --mmproj",
-                    param="messages",
-                )
+                raise no_projector("messages")
             if any(chunk.id not in self.images for _, chunk in prompt.media()):
                 raise RequestError("an image of the prompt was not given", param="messages")
             if prompt.chunk_containing(len(prompt) - 1) is not None:
@@ -66,6 +63,12 @@ class GenerationRequest:
             raise RequestError("top_logprobs must be between 0 and 20", param="top_logprobs")
         if self.max_tokens is not None and self.max_tokens < 1:
             raise RequestError("max_tokens must be at least 1", param="max_tokens")
+
+
+def no_projector(param: str) -> RequestError:
+    return RequestError(
+        "image input needs a multimodal projector: start the server with --mmproj", param=param
+    )
 
 
 class RequestError(ValueError):

@@ -13,6 +13,7 @@ import logging
 from typing import TYPE_CHECKING
 
 from app.cache.encoder_cache import EncoderCache, EncoderCacheStats
+from mm.mmproj_check import check_mmproj
 from mm.mtmd_bridge import Chunk, ImageChunk, ImageInput, MtmdContext, TextChunk
 from mm.token_sequence import TokenSequence
 
@@ -27,6 +28,7 @@ log = logging.getLogger(__name__)
 class Vision:
     def __init__(self, model: Model, mmproj_path: str, n_threads: int, cache_bytes: int) -> None:
         self._model = model
+        check_mmproj(mmproj_path)  # a badly typed file would abort inside llama.cpp
         self._mtmd = MtmdContext(mmproj_path, model._model, n_threads)  # noqa: SLF001
         self.cache = EncoderCache(cache_bytes)
         self.marker = self._mtmd.marker

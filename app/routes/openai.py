@@ -7,32 +7,16 @@ import time
 
 from fastapi import APIRouter, Header, Request
 
-from app.engine.request import GenerationRequest, RequestError
+from app.engine.request import RequestError, no_projector
 from app.images import image_prompt
 from app.responder import Reply, respond
 from app.responses import ChatShape, TextShape
-from app.schemas import ChatCompletionRequest, CompletionRequest, GenerationFields
-from app.services import Services, ServicesDep
+from app.schemas import ChatCompletionRequest, CompletionRequest
+from app.services import ServicesDep
 from app.turn import TurnResult
 from mm.token_sequence import TokenSequence
 
 router = APIRouter(prefix="/v1")
-
-
-def _generation(
-    body: GenerationFields, prompt: TokenSequence, services: Services
-) -> GenerationRequest:
-    return GenerationRequest(
-        prompt=prompt,
-        sampling=body.sampling(services.settings.seed),
-        max_tokens=body.token_limit(),
-        stop=body.stop_list(),
-        ignore_eos=body.ignore_eos,
-        cache_prompt=body.cache_prompt,
-        cache_salt=body.cache_salt,
-        id_slot=body.id_slot,
-        logprobs=body.logprobs_n(),
-    )
 
 
 @router.post("/chat/completions")
@@ -47,14 +31,11 @@ async def chat_completions(
     if any(m.has_images() for m in body.messages):
         vision = services.engine.vision
         if vision is None:
-            raise RequestError(
-                "image input needs a multimodal projector: start the server with --mmproj",
-                param="messages",
-            )
+            raise no_projector("messages")
         prompt, images = await asyncio.to_thread(
             image_prompt, prompter, vision, body.messages, services.settings, services.media
         )
-        request = _generation(body, prompt, services)
+        request = body.generation(prompt, services.settings.seed)
         request.images = images
     else:
         text = prompter.render([m.for_template() for m in body.messages])
@@ -65,7 +46,7 @@ async def chat_completions(
             if known
             else list(prompter.tokenize(text).tokens)
         )
-        request = _generation(body, TokenSequence(tokens), services)
+        request = body.generation(TokenSequence(tokens), services.settings.seed)
 
         def remember(result: TurnResult) -> None:
             if result.status == "complete" and prompter.matches(result.tokens, result.text):
@@ -84,7 +65,7 @@ async def completions(body: CompletionRequest, http: Request, services: Services
         prompt = services.prompter.text_prompt(body.single_prompt())
     except ValueError as e:
         raise RequestError(str(e), param="prompt") from e
-    request = _generation(body, prompt, services)
+    request = body.generation(prompt, services.settings.seed)
     return await respond(services, request, body, Reply(TextShape, "completion"), http)
 
 

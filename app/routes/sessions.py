@@ -17,7 +17,7 @@ from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse
 
 from app.db.records import MessageRecord, SessionRecord
-from app.engine.request import GenerationRequest, RequestError
+from app.engine.request import RequestError, no_projector
 from app.responder import Reply, respond
 from app.responses import ChatShape
 from app.schemas import CreateSessionRequest, SessionMessageRequest
@@ -127,24 +127,15 @@ async def add_message(
     vision = services.engine.vision
     if body.has_images():
         if vision is None or services.media is None:
-            raise RequestError(
-                "image input needs a multimodal projector: start the server with --mmproj",
-                param="content",
-            )
+            raise no_projector("content")
         content = await asyncio.to_thread(store_images, content, services.media, services.settings)
     turn = history(session, content)
     prompt, images = await history_prompt(
         turn, services.prompter, vision, services.settings, services.media
     )
-    request = GenerationRequest(
-        prompt=prompt,
-        sampling=fields.sampling(services.settings.seed),
-        max_tokens=fields.token_limit(),
-        stop=fields.stop_list(),
-        ignore_eos=fields.ignore_eos,
-        cache_prompt=fields.cache_prompt,
-        cache_salt=fields.cache_salt,
-        id_slot=fields.id_slot,
+    request = fields.generation(
+        prompt,
+        services.settings.seed,
         session=session.id,
         continuation=services.prompter.continuation,
         images=images,
