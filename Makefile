@@ -15,8 +15,12 @@ LLAMA_CMAKE_ARGS := -DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON
 	-DGGML_AMX_TILE=OFF -DGGML_AMX_INT8=OFF -DGGML_AMX_BF16=OFF -DLLAMA_CURL=OFF
 LLAMA_WHEEL_STAMP := $(WHEELS)/.built-$(LLAMA_VERSION)
 STAMP := $(VENV)/.installed
+# llama-server for the benchmark: built from the llama.cpp that the llama-cpp-python sdist vendors,
+# with the same ggml flags, into the ignored build/ directory (~15 min on 2 cores, once).
+LLAMA_SERVER_DIR := build/llama-server
+LLAMA_SERVER := $(LLAMA_SERVER_DIR)/bin/llama-server
 
-.PHONY: install run test test-fast lint bench clean
+.PHONY: install run test test-fast lint bench clean llama-server
 
 install: $(STAMP)
 
@@ -52,8 +56,17 @@ lint: $(STAMP)
 	$(PY) -m ruff check .
 	$(PY) -m ruff format --check .
 
-bench: $(STAMP)
-	$(PY) -m bench $(ARGS)
+llama-server: $(LLAMA_SERVER)
+
+# The script does nothing when the binary's recorded version and flags match; touch keeps make quiet.
+$(LLAMA_SERVER): scripts/build_llama_server.sh Makefile
+	LLAMA_VERSION=$(LLAMA_VERSION) LLAMA_CMAKE_ARGS="$(LLAMA_CMAKE_ARGS)" \
+	  PYTHON=$$(test -x $(PY) && echo $(PY) || echo $(PYTHON)) \
+	  scripts/build_llama_server.sh $(LLAMA_SERVER_DIR)
+	touch $@
+
+bench: $(STAMP) $(LLAMA_SERVER)
+	$(PY) -m bench.compare $(ARGS)
 
 clean:
 	rm -rf $(VENV) .pytest_cache .ruff_cache .hypothesis

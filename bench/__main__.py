@@ -63,15 +63,15 @@ def main() -> None:
         )
         for name, warm, reference in rows:
             print(
-                f"{name:40} {warm.prompt_tokens:6d} {warm.cached_tokens:6d} "
+                f"{name:40} {warm.prompt_tokens or 0:6d} {warm.cached_tokens or 0:6d} "
                 f"{reference.ttft:8.3f} {warm.ttft:8.3f} {warm.ttft / reference.ttft:9.3f}"
             )
         hits = httpx.get(base_url + "/cache").json()["hits"]
         print(f"\ncache hits by tier over the run: {hits}")
         if saving is not None:
             print(saving.describe())
-        one = core.decode_throughput(base_url, 1)
-        four = core.decode_throughput(base_url, 4)
+        one, _ = core.decode_throughput(base_url, 1)
+        four, _ = core.decode_throughput(base_url, 4)
         print(
             f"\ndecode tokens/s: 1 stream {one:.1f}, 4 streams {four:.1f} aggregate, "
             f"ratio {four / one:.2f}x"

@@ -1,13 +1,20 @@
-"""Serving-core scenarios (issue 2): warm/cold TTFT and batched decode throughput.
+"""Prefix-reuse scenarios for any OpenAI-compatible server, and batched decode throughput.
 
-Every ratio compares two measurements taken in the same run on the same server: "cold" is the
-same prompt with cache_prompt=false (nothing reused), "warm" is the request that can reuse.
+Each scenario returns rows (name, warm, cold): "warm" is the request that can reuse what an
+earlier one left, "cold" a reference measured in the same run right next to it with nothing
+reused. How the cold reference is made is a parameter, `cold`:
+- `cache_off` (`python -m bench`, our server): the same prompt with `cache_prompt: false`;
+- `fresh_prefix` (`python -m bench.compare`, any server): the same prompt with a unique nonce
+  at the very start (a few tokens longer), so no server can reuse any of it. llama-cpp-python's
+  server has no `cache_prompt` field, so the comparison uses this for every server.
+Documents are fresh random text on every call, so no scenario starts warm by accident.
 """
 
 from __future__ import annotations
 
 import time
 import uuid
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 
 from bench.client import Result, stream_chat
@@ -27,10 +34,18 @@ TOPICS = [
     "observatories",
 ]
 
+Row = tuple[str, Result, Result]
+# cold(base_url, messages, **stream_chat keywords) -> the reference with nothing reused
+Cold = Callable[..., Result]
 
-def long_document(n_paragraphs: int, seed: str) -> str:
-    """About 80 tokens a paragraph, unique per seed so no run starts warm by accident."""
-    out = [f"Document {seed}."]
+
+def nonce() -> str:
+    return uuid.uuid4().hex[:8]
+
+
+def long_document(n_paragraphs: int, seed: str | None = None) -> str:
+    """About 65 tokens a paragraph, unique per seed so no run starts warm by accident."""
+    out = [f"Document {seed or nonce()}."]
     for i in range(n_paragraphs):
         topic = TOPICS[i % len(TOPICS)]
         out.append(
@@ -42,23 +57,56 @@ def long_document(n_paragraphs: int, seed: str) -> str:
     return " ".join(out)
 
 
-def cold(base_url: str, messages: list[dict], **kw) -> Result:
+def cache_off(base_url: str, messages: list[dict], **kw) -> Result:
+    """Cold reference on servers with llama-server's `cache_prompt` field."""
     return stream_chat(base_url, messages, cache_prompt=False, **kw)
 
 
-def same_prompt_twice(base_url: str) -> list[tuple[str, Result, Result]]:
-    doc = long_document(16, uuid.uuid4().hex[:8])
+def fresh_prefix(base_url: str, messages: list[dict], **kw) -> Result:
+    """Cold reference on any server: a unique nonce before everything else in the prompt."""
+    tag = f"[{nonce()}] "
+    first, *rest = messages
+    content = first["content"]
+    if isinstance(content, str):
+        content = tag + content
+    else:
+        content = [{"type": "text", "text": tag}, *content]
+    return stream_chat(base_url, [{**first, "content": content}, *rest], **kw)
+
+
+def same_prompt_twice(base_url: str, cold: Cold = cache_off, paragraphs: int = 16) -> list[Row]:
+    """A ~1,000-token prompt (a fresh document) sent twice; cold right after the second."""
     messages = [
-        {"role": "system", "content": doc},
+        {"role": "system", "content": long_document(paragraphs)},
         {"role": "user", "content": "Summarise section 3 in one sentence."},
     ]
-    first = stream_chat(base_url, messages)
-    second = stream_chat(base_url, messages)
-    return [("same ~1000-token prompt twice", second, first)]
+    stream_chat(base_url, messages)
+    warm = stream_chat(base_url, messages)
+    return [("same long prompt twice", warm, cold(base_url, messages))]
 
 
-def four_turn_chat(base_url: str) -> list[tuple[str, Result, Result]]:
-    doc = long_document(6, uuid.uuid4().hex[:8])
+def growing_prefix(
+    base_url: str, cold: Cold = cache_off, paragraphs: int = 16, rounds: int = 3
+) -> list[Row]:
+    """A ~1,000-token prompt, then rounds that each add a few tokens at its end."""
+    doc = long_document(paragraphs)
+    notes = "Notes so far:"
+
+    def messages() -> list[dict]:
+        return [{"role": "system", "content": doc}, {"role": "user", "content": notes}]
+
+    stream_chat(base_url, messages(), max_tokens=4)
+    rows = []
+    for n in range(1, rounds + 1):
+        notes += f" {TOPICS[n]} matter."
+        warm = stream_chat(base_url, messages(), max_tokens=4)
+        # After the warm request, so it cannot leave a copy of this exact prompt for it.
+        rows.append((f"growing prefix, round {n}", warm, cold(base_url, messages(), max_tokens=4)))
+    return rows
+
+
+def four_turn_chat(base_url: str, cold: Cold = cache_off, paragraphs: int = 6) -> list[Row]:
+    doc = long_document(paragraphs)
     questions = [
         "What does section 1 describe?",
         "And section 2?",
@@ -79,23 +127,28 @@ def four_turn_chat(base_url: str) -> list[tuple[str, Result, Result]]:
     return rows
 
 
-def decode_throughput(base_url: str, n_streams: int, n_tokens: int = 128) -> float:
-    """Aggregate generated tokens per second with n concurrent streams."""
+def decode_throughput(
+    base_url: str, n_streams: int, n_tokens: int = 128, **extra
+) -> tuple[float, list[Result]]:
+    """Aggregate generated tokens per second with n concurrent streams, and their results.
+
+    extra: what makes the server ignore end-of-generation (`ignore_eos`, `logit_bias`).
+    """
+    tag = nonce()
 
     def one(i: int) -> Result:
         return stream_chat(
             base_url,
-            [{"role": "user", "content": f"Story number {i}:"}],
+            [{"role": "user", "content": f"Story number {i} ({tag}):"}],
             max_tokens=n_tokens,
-            ignore_eos=True,
-            cache_prompt=False,
+            **{"ignore_eos": True, **extra},
         )
 
     t0 = time.perf_counter()
     with ThreadPoolExecutor(max_workers=n_streams) as pool:
         results = list(pool.map(one, range(n_streams)))
     wall = time.perf_counter() - t0
-    return sum(r.completion_tokens for r in results) / wall
+    return sum(r.completion_tokens for r in results) / wall, results
 
 
 FOUR_USERS = [
@@ -106,7 +159,25 @@ FOUR_USERS = [
 ]
 
 
-def four_users_at_once(base_url: str, precached: bool) -> list[tuple[str, Result, Result]]:
+def _shared(system: str, question: str) -> list[dict]:
+    return [{"role": "system", "content": system}, {"role": "user", "content": question}]
+
+
+def shared_system_in_turn(base_url: str, cold: Cold = cache_off, paragraphs: int = 18) -> list[Row]:
+    """4 users one after another on one ~1,200-token system prompt: users 2-4 can reuse it."""
+    system = long_document(paragraphs)
+    stream_chat(base_url, _shared(system, FOUR_USERS[0]), max_tokens=4)
+    rows = []
+    for n, question in enumerate(FOUR_USERS[1:], start=2):
+        warm = stream_chat(base_url, _shared(system, question), max_tokens=4)
+        reference = cold(base_url, _shared(system, question), max_tokens=4)
+        rows.append((f"shared system, user {n} of 4 in turn", warm, reference))
+    return rows
+
+
+def four_users_at_once(
+    base_url: str, precached: bool, cold: Cold = cache_off, paragraphs: int = 18
+) -> list[Row]:
     """4 users at once on one ~1,200-token system prompt; warm is the slowest of the four, cold
     one such request with nothing reused.
 
@@ -114,33 +185,29 @@ def four_users_at_once(base_url: str, precached: bool) -> list[tuple[str, Result
     hit and three recomputes: 2.4x the cold TTFT). Otherwise nothing is cached: one request
     computes the prompt, the other three wait for it and share it.
     """
-    system = long_document(15, uuid.uuid4().hex[:8])
-
-    def conversation(question: str) -> list[dict]:
-        return [{"role": "system", "content": system}, {"role": "user", "content": question}]
-
-    reference = cold(base_url, conversation("What is this document?"), max_tokens=4)
+    system = long_document(paragraphs)
+    reference = cold(base_url, _shared(system, "What is this document?"), max_tokens=4)
     if precached:
-        stream_chat(base_url, conversation("What is this document?"), max_tokens=4)
+        stream_chat(base_url, _shared(system, "What is this document?"), max_tokens=4)
     else:
-        system = long_document(15, uuid.uuid4().hex[:8])  # a prompt nobody has cached
+        system = long_document(paragraphs)  # a prompt nobody has cached
     with ThreadPoolExecutor(max_workers=4) as pool:
         results = list(
-            pool.map(lambda q: stream_chat(base_url, conversation(q), max_tokens=4), FOUR_USERS)
+            pool.map(lambda q: stream_chat(base_url, _shared(system, q), max_tokens=4), FOUR_USERS)
         )
     name = "4 users at once, " + ("shared system" if precached else "nothing cached")
     return [(name, max(results, key=lambda r: r.ttft), reference)]
 
 
-def eight_sessions_three_turns(base_url: str) -> list[tuple[str, Result, Result]]:
+def eight_sessions_three_turns(
+    base_url: str, cold: Cold = cache_off, paragraphs: int = 4, n_sessions: int = 8
+) -> list[Row]:
     """8 conversations taking turns on a 4-slot server: half lose their slot between turns.
 
     Per warm turn: mean TTFT of the 8 warm requests against the mean of the same prompts sent
     cold (each cold one right after its warm one, so it cannot help it).
     """
-    chats = [
-        [{"role": "system", "content": long_document(4, uuid.uuid4().hex[:8])}] for _ in range(8)
-    ]
+    chats = [[{"role": "system", "content": long_document(paragraphs)}] for _ in range(n_sessions)]
     rows = []
     for turn, question in enumerate(
         ["What is section 1 about?", "And section 2?", "Which year is in section 3?"], start=1
@@ -154,9 +221,19 @@ def eight_sessions_three_turns(base_url: str) -> list[tuple[str, Result, Result]
             messages.append({"role": "assistant", "content": warm.text})
         if turn > 1:
             rows.append(
-                (f"8 sessions on 4 slots, turn {turn}", _mean(warm_results), _mean(cold_results))
+                (
+                    f"{n_sessions} sessions on 4 slots, turn {turn}",
+                    _mean(warm_results),
+                    _mean(cold_results),
+                )
             )
     return rows
+
+
+def _mean_of(values: list[int | None]) -> int | None:
+    if any(v is None for v in values):
+        return None
+    return sum(values) // len(values)  # type: ignore[arg-type]
 
 
 def _mean(results: list[Result]) -> Result:
@@ -166,6 +243,6 @@ def _mean(results: list[Result]) -> Result:
         sum(r.total for r in results) / n,
         "",
         sum(r.completion_tokens for r in results) // n,
-        sum(r.prompt_tokens for r in results) // n,
-        sum(r.cached_tokens for r in results) // n,
+        _mean_of([r.prompt_tokens for r in results]),
+        _mean_of([r.cached_tokens for r in results]),
     )

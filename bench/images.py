@@ -1,9 +1,11 @@
 """Image scenario (issue 5): the same image asked about with three different questions.
 
-Each request is one user message, the image first and then the question, so a re-ask can reuse
-the KV of everything up to the end of the image and computes only the new question. "cold" is
-the same request with cache_prompt=false sent right after the warm one: the image is evaluated
-again, but its embeddings come from the vision-encoder cache. What the encoder cache saves is
+Each request is a short system message and one user message, the image first and then the
+question, so a re-ask can reuse the KV of everything up to the end of the image and computes only
+the new question. "cold" is sent right after the warm one with nothing reused (`python -m
+bench`: the same request with cache_prompt=false; the comparison: a nonce at the start of the
+system message): the image is evaluated again, but on our server its embeddings come from the
+vision-encoder cache. What the encoder cache saves is
 read from /cache (encoder runs and cache hits over the re-asks) and timed once: the cold request
 again, under a cache_salt nobody used (the encoder's output is cached per salt), so the encoder
 runs, against the cold request whose encoding was cached.
@@ -23,13 +25,15 @@ from dataclasses import dataclass
 import httpx
 from PIL import Image
 
-from bench.client import Result, stream_chat
+from bench.client import stream_chat
+from bench.core import Cold, Row, cache_off
 
 QUESTIONS = [
     "What is in this picture?",
     "Which colours does it have?",
     "Describe it in three words.",
 ]
+SYSTEM = "You describe pictures."
 SIZE = 64  # px: the tiny projector's image size (64 tokens per image)
 
 
@@ -63,33 +67,46 @@ def encoder_stats(base_url: str) -> dict | None:
     return r.json().get("encoder")
 
 
-def image_reask_with_encoder(
-    base_url: str,
-) -> tuple[list[tuple[str, Result, Result]], EncoderSaving]:
-    before = encoder_stats(base_url)
-    if before is None:
-        raise RuntimeError("the server has no projector (start it with --mmproj)")
-    url = random_png_data_url()
+def image_reask(base_url: str, cold: Cold = cache_off, url: str | None = None) -> list[Row]:
+    """Warm/cold rows for questions 2 and 3 about one image (any server with a projector)."""
+    url = url or random_png_data_url()
 
     def messages(question: str) -> list[dict]:
         parts = [
             {"type": "image_url", "image_url": {"url": url}},
             {"type": "text", "text": question},
         ]
-        return [{"role": "user", "content": parts}]
+        # A system message of its own: without one the chat template may put a default system
+        # prompt first, which a cold reference's nonce (core.fresh_prefix) would come after.
+        return [{"role": "system", "content": SYSTEM}, {"role": "user", "content": parts}]
 
     rows = []
     for n, question in enumerate(QUESTIONS, start=1):
         warm = stream_chat(base_url, messages(question))
         # Right after the warm request, so it cannot leave a copy of this prompt for it.
-        reference = stream_chat(base_url, messages(question), cache_prompt=False)
+        reference = cold(base_url, messages(question))
         if n > 1:
             rows.append((f"image re-ask, question {n}", warm, reference))
+    return rows
+
+
+def image_reask_with_encoder(base_url: str) -> tuple[list[Row], EncoderSaving]:
+    """The re-asks on our server (cold = cache_prompt false), and what the encoder cache saved."""
+    before = encoder_stats(base_url)
+    if before is None:
+        raise RuntimeError("the server has no projector (start it with --mmproj)")
+    url = random_png_data_url()
+    rows = image_reask(base_url, cache_off, url)
     after = encoder_stats(base_url) or before
     # The last question once more with nothing reused, under a salt nobody used: the encoder
     # runs; against the cold request above, whose encoding came from the cache.
     salt = "bench-" + uuid.uuid4().hex
-    encoded = stream_chat(base_url, messages(QUESTIONS[-1]), cache_prompt=False, cache_salt=salt)
+    parts = [
+        {"type": "image_url", "image_url": {"url": url}},
+        {"type": "text", "text": QUESTIONS[-1]},
+    ]
+    messages = [{"role": "system", "content": SYSTEM}, {"role": "user", "content": parts}]
+    encoded = stream_chat(base_url, messages, cache_prompt=False, cache_salt=salt)
     saving = EncoderSaving(
         hits=after["hits"] - before["hits"],
         encoded=after["encoded"] - before["encoded"],
@@ -97,10 +114,3 @@ def image_reask_with_encoder(
         cold_encoded=encoded.ttft,
     )
     return rows, saving
-
-
-def image_reask(base_url: str) -> list[tuple[str, Result, Result]]:
-    """Warm/cold rows for the re-asks; prints what the encoder cache saved."""
-    rows, saving = image_reask_with_encoder(base_url)
-    print(saving.describe())
-    return rows

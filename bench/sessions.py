@@ -8,10 +8,8 @@ hit ratio (cached / prompt tokens) and the mean TTFT against the same prompts se
 
 from __future__ import annotations
 
-import uuid
-
-from bench.client import Result, create_session, stream_chat, stream_session
-from bench.core import _mean, long_document
+from bench.client import Result, create_session, stream_session
+from bench.core import _mean, cache_off, long_document
 
 QUESTIONS = [
     "What is section 1 about?",
@@ -22,7 +20,7 @@ QUESTIONS = [
 
 
 def eight_sessions_four_turns(base_url: str) -> list[tuple[str, Result, Result]]:
-    systems = [long_document(4, uuid.uuid4().hex[:8]) for _ in range(8)]
+    systems = [long_document(4) for _ in range(8)]
     sessions = [create_session(base_url, s) for s in systems]
     histories: list[list[dict]] = [[{"role": "system", "content": s}] for s in systems]
     rows = []
@@ -31,12 +29,12 @@ def eight_sessions_four_turns(base_url: str) -> list[tuple[str, Result, Result]]
         for sid, history in zip(sessions, histories, strict=True):
             warm = stream_session(base_url, sid, question)
             history += [{"role": "user", "content": question}]
-            cold_results.append(stream_chat(base_url, history, cache_prompt=False))
+            cold_results.append(cache_off(base_url, history))
             history += [{"role": "assistant", "content": warm.text}]
             warm_results.append(warm)
         warm, cold = _mean(warm_results), _mean(cold_results)
-        ratio = sum(r.cached_tokens for r in warm_results) / sum(
-            r.prompt_tokens for r in warm_results
+        ratio = sum(r.cached_tokens or 0 for r in warm_results) / sum(
+            r.prompt_tokens or 1 for r in warm_results
         )
         rows.append((f"8 sessions API, turn {turn} (hit {ratio:.0%})", warm, cold))
     return rows

@@ -19,10 +19,14 @@ from app.engine.scheduler import Scheduler
 from app.engine.slot import Slot, usable_prefix
 from app.engine.task import Task
 
-# A slot about to lose fewer tokens than this is not saved. Saving or restoring a sequence is a
-# copy of its KV (milliseconds for thousands of tokens of this model), while recomputing 16
-# tokens costs ~130 ms here: below this the host-cache entry is not worth its memory.
+# A slot about to lose fewer tokens than this is not saved: recomputing 16 tokens costs ~130 ms
+# here, restoring them a few ms, so smaller losses are not worth a host-cache entry.
 MIN_SAVE_TOKENS = 16
+# Saving copies the whole sequence's KV (~10 ms per 1,000 tokens of this model) on the path to
+# the next request's first token. A slot that keeps most of its KV serves the same conversation
+# (a retry, a regenerated reply): what it drops is rarely asked for again, so it is saved only
+# when it loses at least this share of its tokens.
+MIN_SAVE_SHARE = 0.25
 TIERS = ("own_slot", "other_slot", "host", "disk")
 
 
@@ -91,7 +95,10 @@ class PrefixReuse:
     def save(self, slot: Slot, keep: int) -> None:
         """Copy the slot's KV to host memory if keeping only `keep` tokens would lose enough."""
         tokens = slot.cache
-        if len(tokens) - keep < MIN_SAVE_TOKENS or self.host.covers(slot.salt, tokens):
+        lost = len(tokens) - keep
+        if lost < MIN_SAVE_TOKENS or (keep > 0 and lost < MIN_SAVE_SHARE * len(tokens)):
+            return
+        if self.host.covers(slot.salt, tokens):
             return
         to_host = self.host.fits(self.model.state_size(slot.id), len(tokens))
         if not to_host and self.disk is None:

@@ -55,6 +55,17 @@ def test_exact_repeat_evaluates_only_the_last_prompt_token(engine: Engine):
     assert text == first_text
 
 
+def test_a_repeat_that_drops_only_the_last_reply_saves_nothing_to_host_memory(engine: Engine):
+    # Saving copies the whole sequence on the way to the first token: for a retry of the same
+    # prompt, whose KV loses only the previous reply, it is not worth it.
+    prompt = prompt_of(engine, "Write about the sea and its tides, in plain words. " * 20)
+    run(engine, GenerationRequest(prompt, GREEDY, max_tokens=24, ignore_eos=True))
+    saves = engine.reuse.stats.saves
+    _, again = run(engine, GenerationRequest(prompt.copy(), GREEDY, max_tokens=4))
+    assert again.cached_tokens == len(prompt) - 1
+    assert engine.reuse.stats.saves == saves
+
+
 def test_cache_prompt_false_recomputes_everything(engine: Engine):
     prompt = prompt_of(engine, "Once upon a time in a land far away")
     run(engine, GenerationRequest(prompt, GREEDY, max_tokens=4))

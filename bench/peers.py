@@ -1,0 +1,196 @@
+"""The servers `python -m bench.compare` runs side by side, one at a time, on the same model file.
+
+Every server gets the same model, 2 threads, 8192 context cells, 4 slots where it has slots, a
+free loopback port and a log file under build/bench-logs/; `start()` waits until it answers its
+health check, `stop()` ends it (SIGTERM, then SIGKILL after 30 s).
+
+- ours: `python -m app -np 4 -c 8192 -t 2` with a temporary data directory of its own;
+- llama-server: built from the llama.cpp that llama-cpp-python vendors (`make llama-server`) into
+  build/llama-server/bin/llama-server, with `--kv-unified` and its default host prompt cache;
+- llama-cpp-python: `python -m llama_cpp.server` with its RAM cache. It serves one request at a
+  time. `--interrupt_requests false`: by default it cuts a stream short as soon as another
+  request waits, which would end the concurrent scenarios' streams early.
+
+The venv's llama-cpp-python wheel is built without AMX (see the Makefile), so its server is safe
+on this machine's CPU.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import httpx
+
+from tests.server import ROOT, ServerProcess, free_port
+
+THREADS = 2
+CTX_SIZE = 8192
+SLOTS = 4
+LLAMA_SERVER = ROOT / "build" / "llama-server" / "bin" / "llama-server"
+LOGS = ROOT / "build" / "bench-logs"
+NAMES = ("ours", "llama-server", "llama-cpp-python")
+
+
+class PeerUnavailable(RuntimeError):
+    """The server cannot run here (not built, missing packages)."""
+
+
+@dataclass
+class Peer:
+    name: str
+    command: list[str]
+    health_path: str
+    port: int
+    images: bool = False  # started with a projector: the image scenario runs
+    notes: str = ""
+    env: dict[str, str] = field(default_factory=dict)
+    proc: subprocess.Popen[bytes] | None = None
+    _server: ServerProcess | None = None  # ours: started through the tests' ServerProcess
+
+    @property
+    def base_url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    @property
+    def log_path(self) -> Path:
+        return LOGS / f"{self.name}.log"
+
+    def start(self, timeout: float = 180.0) -> Peer:
+        LOGS.mkdir(parents=True, exist_ok=True)
+        if self._server is not None:
+            self._server.log_path = self.log_path
+            self._server.start(timeout)
+            return self
+        with self.log_path.open("wb") as log:
+            self.proc = subprocess.Popen(
+                self.command,
+                cwd=ROOT,
+                env={**os.environ, **self.env},
+                stdout=log,
+                stderr=subprocess.STDOUT,
+            )
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise RuntimeError(
+                    f"{self.name} exited with {self.proc.returncode}:\n{self.log_tail()}"
+                )
+            with contextlib.suppress(httpx.HTTPError):
+                r = httpx.get(self.base_url + self.health_path, timeout=2.0)
+                if r.status_code == 200:
+                    return self
+            time.sleep(0.3)
+        self.stop()
+        raise TimeoutError(f"{self.name} did not become healthy:\n{self.log_tail()}")
+
+    def stop(self) -> None:
+        if self._server is not None:
+            self._server.stop()
+            return
+        if self.proc and self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+
+    def log_tail(self, n: int = 4000) -> str:
+        return self.log_path.read_text(errors="replace")[-n:] if self.log_path.exists() else ""
+
+    def __enter__(self) -> Peer:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+
+def ours(model: str, mmproj: str | None = None) -> Peer:
+    args = ["-m", model, "-np", str(SLOTS), "-c", str(CTX_SIZE), "-t", str(THREADS)]
+    if mmproj:
+        args += ["--mmproj", mmproj]
+    server = ServerProcess(*args)  # a temporary data directory of its own
+    return Peer(
+        "ours",
+        [sys.executable, "-m", "app", *server.args],
+        "/health",
+        server.port,
+        images=bool(mmproj),
+        _server=server,
+    )
+
+
+def llama_server(model: str, mmproj: str | None = None, binary: Path = LLAMA_SERVER) -> Peer:
+    if not binary.exists():
+        raise PeerUnavailable(f"{binary} is not built (make llama-server)")
+    port = free_port()
+    command = [
+        str(binary),
+        "-m", model,
+        "-np", str(SLOTS),
+        "-c", str(CTX_SIZE),
+        "-t", str(THREADS),
+        "--kv-unified",
+        "--host", "127.0.0.1",
+        "--port", str(port),
+    ]  # fmt: skip
+    if mmproj:
+        command += ["--mmproj", mmproj]
+    return Peer("llama-server", command, "/health", port, images=bool(mmproj))
+
+
+def llama_cpp_python(model: str) -> Peer:
+    """llama-cpp-python's server; it has no projector for this model's chat format: no images."""
+    try:
+        import llama_cpp.server.app  # noqa: F401
+    except ImportError as e:
+        raise PeerUnavailable(
+            f"llama-cpp-python's server needs its [server] extra ({e}): pip install -e '.[dev]'"
+        ) from e
+    port = free_port()
+    command = [
+        sys.executable, "-m", "llama_cpp.server",
+        "--model", model,
+        "--n_ctx", str(CTX_SIZE),
+        "--n_threads", str(THREADS),
+        "--n_threads_batch", str(THREADS),
+        "--cache", "true",
+        "--cache_type", "ram",
+        "--interrupt_requests", "false",
+        "--host", "127.0.0.1",
+        "--port", str(port),
+    ]  # fmt: skip
+    return Peer(
+        "llama-cpp-python",
+        command,
+        "/v1/models",
+        port,
+        notes="one request at a time (one context), RAM prompt cache",
+    )
+
+
+def make(name: str, model: str, mmproj: str | None = None) -> Peer:
+    if name == "ours":
+        return ours(model, mmproj)
+    if name == "llama-server":
+        return llama_server(model, mmproj)
+    if name == "llama-cpp-python":
+        return llama_cpp_python(model)
+    raise ValueError(f"unknown server {name!r} (one of {', '.join(NAMES)})")
+
+
+def llama_server_version(binary: Path = LLAMA_SERVER) -> str | None:
+    if not binary.exists():
+        return None
+    try:
+        out = subprocess.run([str(binary), "--version"], capture_output=True, text=True, timeout=30)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    lines = [ln for ln in (out.stdout + out.stderr).splitlines() if ln.startswith("version")]
+    return lines[0].removeprefix("version:").strip() if lines else None
