@@ -17,17 +17,12 @@ on this machine's CPU.
 
 from __future__ import annotations
 
-import contextlib
-import os
 import subprocess
 import sys
-import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
-import httpx
-
-from tests.server import ROOT, ServerProcess, free_port
+from tests.server import ROOT, ManagedProcess, ServerProcess, free_port
 
 THREADS = 2
 CTX_SIZE = 8192
@@ -43,66 +38,31 @@ class PeerUnavailable(RuntimeError):
 
 @dataclass
 class Peer:
+    """One server of the comparison: its process, and what the bench should know about it."""
+
     name: str
-    command: list[str]
-    health_path: str
-    port: int
+    process: ManagedProcess
     images: bool = False  # started with a projector: the image scenario runs
     notes: str = ""
-    env: dict[str, str] = field(default_factory=dict)
-    proc: subprocess.Popen[bytes] | None = None
-    _server: ServerProcess | None = None  # ours: started through the tests' ServerProcess
+
+    @property
+    def command(self) -> list[str]:
+        return self.process.command
 
     @property
     def base_url(self) -> str:
-        return f"http://127.0.0.1:{self.port}"
+        return self.process.base_url
 
     @property
     def log_path(self) -> Path:
-        return LOGS / f"{self.name}.log"
+        return self.process.log_path
 
     def start(self, timeout: float = 180.0) -> Peer:
-        LOGS.mkdir(parents=True, exist_ok=True)
-        if self._server is not None:
-            self._server.log_path = self.log_path
-            self._server.start(timeout)
-            return self
-        with self.log_path.open("wb") as log:
-            self.proc = subprocess.Popen(
-                self.command,
-                cwd=ROOT,
-                env={**os.environ, **self.env},
-                stdout=log,
-                stderr=subprocess.STDOUT,
-            )
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if self.proc.poll() is not None:
-                raise RuntimeError(
-                    f"{self.name} exited with {self.proc.returncode}:\n{self.log_tail()}"
-                )
-            with contextlib.suppress(httpx.HTTPError):
-                r = httpx.get(self.base_url + self.health_path, timeout=2.0)
-                if r.status_code == 200:
-                    return self
-            time.sleep(0.3)
-        self.stop()
-        raise TimeoutError(f"{self.name} did not become healthy:\n{self.log_tail()}")
+        self.process.start(timeout)
+        return self
 
     def stop(self) -> None:
-        if self._server is not None:
-            self._server.stop()
-            return
-        if self.proc and self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
-
-    def log_tail(self, n: int = 4000) -> str:
-        return self.log_path.read_text(errors="replace")[-n:] if self.log_path.exists() else ""
+        self.process.stop()
 
     def __enter__(self) -> Peer:
         return self.start()
@@ -111,19 +71,17 @@ class Peer:
         self.stop()
 
 
+def _external(name: str, command: list[str], port: int, health_path: str) -> ManagedProcess:
+    return ManagedProcess(command, port, health_path, log_path=LOGS / f"{name}.log", name=name)
+
+
 def ours(model: str, mmproj: str | None = None) -> Peer:
     args = ["-m", model, "-np", str(SLOTS), "-c", str(CTX_SIZE), "-t", str(THREADS)]
     if mmproj:
         args += ["--mmproj", mmproj]
     server = ServerProcess(*args)  # a temporary data directory of its own
-    return Peer(
-        "ours",
-        [sys.executable, "-m", "app", *server.args],
-        "/health",
-        server.port,
-        images=bool(mmproj),
-        _server=server,
-    )
+    server.log_path, server.name = LOGS / "ours.log", "ours"
+    return Peer("ours", server, images=bool(mmproj))
 
 
 def llama_server(model: str, mmproj: str | None = None, binary: Path = LLAMA_SERVER) -> Peer:
@@ -142,7 +100,8 @@ def llama_server(model: str, mmproj: str | None = None, binary: Path = LLAMA_SER
     ]  # fmt: skip
     if mmproj:
         command += ["--mmproj", mmproj]
-    return Peer("llama-server", command, "/health", port, images=bool(mmproj))
+    process = _external("llama-server", command, port, "/health")
+    return Peer("llama-server", process, images=bool(mmproj))
 
 
 def llama_cpp_python(model: str) -> Peer:
@@ -168,9 +127,7 @@ def llama_cpp_python(model: str) -> Peer:
     ]  # fmt: skip
     return Peer(
         "llama-cpp-python",
-        command,
-        "/v1/models",
-        port,
+        _external("llama-cpp-python", command, port, "/v1/models"),
         notes="one request at a time (one context), RAM prompt cache",
     )
 
