@@ -1,0 +1,2 @@
+"""kvchat: the server (`python -m app`). Entry points and settings live at this root; each
+folder holds one concern (see README, Layout)."""

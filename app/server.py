@@ -13,13 +13,13 @@ from fastapi.staticfiles import StaticFiles
 from app.config import Settings
 from app.db.store import Store
 from app.engine.engine import Engine
-from app.errors import install_error_handlers
-from app.media_store import MediaStore, media_root
-from app.metrics import EngineGauges, Metrics
-from app.prompter import Prompter
-from app.routes import media, openai, sessions, system, tokens
-from app.services import Services
-from app.turn_cache import TurnCache
+from app.api.errors import install_error_handlers
+from app.media.media_store import MediaStore, media_root
+from app.api.metrics import EngineGauges, Metrics
+from app.chat.prompter import Prompter
+from app.api.routes import media, openai, sessions, system, tokens
+from app.api.services import Services
+from app.chat.turn_cache import TurnCache
 
 log = logging.getLogger(__name__)
 FRONTEND = Path(__file__).resolve().parent.parent / "frontend"

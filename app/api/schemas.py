@@ -9,69 +9,10 @@ from typing import Annotated, Any, Literal
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, model_validator
 
+from app.chat.messages import ChatMessage, ContentPart
 from app.engine.request import GenerationRequest
 from app.engine.sampler import SamplingParams
 from mm.token_sequence import TokenSequence
-
-
-class ImageURL(BaseModel):
-    url: str
-    detail: str | None = None
-
-
-class TextPart(BaseModel):
-    type: Literal["text"]
-    text: str
-
-
-class ImagePart(BaseModel):
-    type: Literal["image_url"]
-    image_url: ImageURL
-
-
-class ImageFile(BaseModel):
-    file_id: str = Field(max_length=64)  # an id from POST /v1/media
-
-
-class ImageFilePart(BaseModel):
-    """An uploaded image, as OpenAI's `image_file` content part."""
-
-    type: Literal["image_file"]
-    image_file: ImageFile
-
-
-ContentPart = Annotated[TextPart | ImagePart | ImageFilePart, Field(discriminator="type")]
-
-
-class ChatMessage(BaseModel):
-    model_config = ConfigDict(extra="allow")
-
-    role: Literal["system", "developer", "user", "assistant", "tool"]
-    content: str | list[ContentPart] | None = None
-    name: str | None = None
-
-    def text(self) -> str:
-        if self.content is None:
-            return ""
-        if isinstance(self.content, str):
-            return self.content
-        return "".join(p.text for p in self.content if isinstance(p, TextPart))
-
-    def for_template(self, marker: str | None = None) -> dict[str, str]:
-        """The shape chat templates expect: role and plain-text content, with `marker` where
-        each image goes (images are dropped without one)."""
-        if marker is None or not isinstance(self.content, list):
-            return {"role": self.role, "content": self.text()}
-        text = "".join(p.text if isinstance(p, TextPart) else marker for p in self.content)
-        return {"role": self.role, "content": text}
-
-    def images(self) -> list[ImagePart | ImageFilePart]:
-        if not isinstance(self.content, list):
-            return []
-        return [p for p in self.content if isinstance(p, ImagePart | ImageFilePart)]
-
-    def has_images(self) -> bool:
-        return bool(self.images())
 
 
 class StreamOptions(BaseModel):

@@ -8,7 +8,7 @@ from collections.abc import AsyncIterator, Iterable
 import pytest
 
 from app.engine.request import RequestError
-from app.media_upload import MULTIPART_OVERHEAD, read_upload
+from app.api.media_upload import MULTIPART_OVERHEAD, read_upload
 
 BOUNDARY = "kvchat-test-boundary"
 FORM = f"multipart/form-data; boundary={BOUNDARY}"

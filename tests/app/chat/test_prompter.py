@@ -4,7 +4,7 @@ import pytest
 
 from app.engine.config import EngineConfig
 from app.engine.model import Model
-from app.prompter import Prompter
+from app.chat.prompter import Prompter
 
 
 @pytest.fixture(scope="module")

@@ -2,10 +2,10 @@ from __future__ import annotations
 
 import pytest
 
-from app.conversation import conversation_prompt
+from app.chat.conversation import conversation_prompt
 from app.engine.config import EngineConfig
 from app.engine.model import Model
-from app.prompter import Prompter
+from app.chat.prompter import Prompter
 
 
 @pytest.fixture(scope="module")

@@ -11,8 +11,8 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from app.engine.chat_template import ChatTemplateError
 from app.engine.request import RequestError
-from app.metrics import route_of
-from app.outcome import RequestOutcome
+from app.api.metrics import route_of
+from app.api.outcome import RequestOutcome
 
 log = logging.getLogger(__name__)
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import UTC, datetime
 
 from app.db.records import MessageRecord, SessionRecord
-from app.session_history import history
+from app.chat.session_history import history
 
 NOW = datetime.now(UTC)
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from app.prompter import Prompter
+from app.chat.prompter import Prompter
 from mm.token_sequence import TokenSequence
 
 

@@ -8,12 +8,12 @@ import time
 from fastapi import APIRouter, Header, Request
 
 from app.engine.request import RequestError, no_projector
-from app.images import image_prompt
-from app.responder import Reply, respond
-from app.responses import ChatShape, TextShape
-from app.schemas import ChatCompletionRequest, CompletionRequest
-from app.services import ServicesDep
-from app.turn import TurnResult
+from app.chat.images import image_prompt
+from app.api.responder import Reply, respond
+from app.api.responses import ChatShape, TextShape
+from app.api.schemas import ChatCompletionRequest, CompletionRequest
+from app.api.services import ServicesDep
+from app.chat.turn import TurnResult
 from mm.token_sequence import TokenSequence
 
 router = APIRouter(prefix="/v1")
@@ -39,7 +39,7 @@ async def chat_completions(
         request.images = images
     else:
         text = prompter.render([m.for_template() for m in body.messages])
-        # Earlier replies keep the ids the model generated for them (see app/turn_cache.py).
+        # Earlier replies keep the ids the model generated for them (see app/chat/turn_cache.py).
         known = turns.longest(salt, text)
         tokens = (
             prompter.extend(known[1], known[0], text)

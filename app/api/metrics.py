@@ -23,7 +23,7 @@ from prometheus_client import (
 from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
 
-from app.outcome import RequestOutcome
+from app.api.outcome import RequestOutcome
 
 log = logging.getLogger(__name__)
 request_log = logging.getLogger("kvchat.requests")

@@ -11,7 +11,7 @@ import pytest
 from app.cache import state_file
 from app.engine.request import RequestError
 from app.engine.slot import Slot
-from app.slot_actions import SlotActions
+from app.api.slot_actions import SlotActions
 from mm.token_sequence import TokenSequence
 
 

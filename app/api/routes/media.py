@@ -11,9 +11,9 @@ from fastapi.responses import JSONResponse, Response
 
 from app.db.records import MediaRecord
 from app.engine.request import RequestError
-from app.media_store import MediaFileError, MediaStore, image_limits, image_size
-from app.media_upload import FILE_FIELD, read_upload
-from app.services import Services, ServicesDep
+from app.media.media_store import MediaFileError, MediaStore, image_limits, image_size
+from app.api.media_upload import FILE_FIELD, read_upload
+from app.api.services import Services, ServicesDep
 from mm.image import ImageError
 
 router = APIRouter(prefix="/v1/media")

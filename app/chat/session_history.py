@@ -1,7 +1,7 @@
 """A stored session as the prompt of its next turn.
 
 Which stored messages go into the prompt, and how: text-only sessions get token-exact prompts
-(app/conversation.py: each reply's generated ids spliced in); a session with images is
+(app/chat/conversation.py: each reply's generated ids spliced in); a session with images is
 tokenized through the projector, its images read back from the media store by id.
 """
 
@@ -11,14 +11,14 @@ import asyncio
 from dataclasses import dataclass
 from typing import Any
 
-from app.conversation import conversation_prompt
+from app.chat.conversation import conversation_prompt
 from app.db.records import SessionRecord
 from app.engine.request import RequestError, no_projector
 from app.engine.vision import Vision
-from app.images import image_prompt
-from app.media_store import MediaStore, image_limits
-from app.prompter import Prompter
-from app.schemas import ChatMessage
+from app.chat.images import image_prompt
+from app.media.media_store import MediaStore, image_limits
+from app.chat.prompter import Prompter
+from app.chat.messages import ChatMessage
 from mm.image import ImageError, image_bytes_from_url
 from mm.mtmd_bridge import ImageChunk
 from mm.token_sequence import TokenSequence

@@ -1,6 +1,6 @@
 """`RequestOutcome`: one finished generation request, as metrics and the request log see it.
 
-Kept apart from app/metrics.py so the responder can build one without importing prometheus.
+Kept apart from app/api/metrics.py so the responder can build one without importing prometheus.
 """
 
 from __future__ import annotations

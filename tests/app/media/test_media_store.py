@@ -11,7 +11,7 @@ import pytest
 from PIL import Image
 
 from app.db.store import Store
-from app.media_store import MediaFileError, MediaStore, image_limits, image_size
+from app.media.media_store import MediaFileError, MediaStore, image_limits, image_size
 from mm.image import ImageError, ImageLimits
 from tests.db_urls import fresh_database_url
 

@@ -22,12 +22,12 @@ from fastapi.responses import JSONResponse, StreamingResponse
 from app.engine.events import Failed, Finished, TextDelta
 from app.engine.request import GenerationRequest
 from app.engine.stream import EngineStream
-from app.errors import error_body, error_response
-from app.outcome import RequestOutcome
-from app.responses import Envelope, Shape, usage
-from app.schemas import GenerationFields
-from app.services import Services
-from app.turn import TurnRecorder, TurnResult
+from app.api.errors import error_body, error_response
+from app.api.outcome import RequestOutcome
+from app.api.responses import Envelope, Shape, usage
+from app.api.schemas import GenerationFields
+from app.api.services import Services
+from app.chat.turn import TurnRecorder, TurnResult
 
 log = logging.getLogger(__name__)
 

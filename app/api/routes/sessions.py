@@ -1,7 +1,7 @@
 """Sessions: conversations the server keeps, so a client sends only the new message.
 
 Each turn's prompt is built from the stored history with the replies' own generated ids
-(app/conversation.py), so it extends the previous turn token for token and the whole history
+(app/chat/conversation.py), so it extends the previous turn token for token and the whole history
 is reused from the KV; the session goes back to the slot that holds it (slot affinity).
 Nothing is lost: the user message is stored before generation, the reply when it ends, with
 status complete, cancelled or error (also when the client goes away or the server stops).
@@ -18,12 +18,12 @@ from fastapi.responses import JSONResponse
 
 from app.db.records import MessageRecord, SessionRecord
 from app.engine.request import RequestError, no_projector
-from app.responder import Reply, respond
-from app.responses import ChatShape
-from app.schemas import CreateSessionRequest, SessionMessageRequest
-from app.services import Services, ServicesDep
-from app.session_history import history, history_prompt, store_images
-from app.turn import TurnResult
+from app.api.responder import Reply, respond
+from app.api.responses import ChatShape
+from app.api.schemas import CreateSessionRequest, SessionMessageRequest
+from app.api.services import Services, ServicesDep
+from app.chat.session_history import history, history_prompt, store_images
+from app.chat.turn import TurnResult
 
 router = APIRouter(prefix="/v1/sessions")
 

@@ -8,9 +8,9 @@ from typing import TYPE_CHECKING, Annotated
 
 from fastapi import APIRouter, Body, Response
 
-from app.errors import error_response
-from app.services import ServicesDep
-from app.slot_actions import SlotActions
+from app.api.errors import error_response
+from app.api.services import ServicesDep
+from app.api.slot_actions import SlotActions
 
 if TYPE_CHECKING:
     from app.cache.encoder_cache import EncoderCacheStats

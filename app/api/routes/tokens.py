@@ -6,8 +6,8 @@ from fastapi import APIRouter
 from pydantic import BaseModel, Field
 
 from app.engine.request import RequestError
-from app.schemas import ChatMessage
-from app.services import ServicesDep
+from app.chat.messages import ChatMessage
+from app.api.services import ServicesDep
 
 router = APIRouter()
 

@@ -8,8 +8,8 @@ import logging
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from app.metrics import SOURCES, EngineGauges, Metrics, route_of
-from app.outcome import RequestOutcome
+from app.api.metrics import SOURCES, EngineGauges, Metrics, route_of
+from app.api.outcome import RequestOutcome
 
 
 class FakeEngine:

@@ -3,7 +3,7 @@ from __future__ import annotations
 from hypothesis import given
 from hypothesis import strategies as st
 
-from app.turn_cache import TurnCache
+from app.chat.turn_cache import TurnCache
 
 
 def test_longest_remembered_prefix_wins():

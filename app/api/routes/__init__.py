@@ -1,0 +1,1 @@
+"""One module per group of routes (OpenAI, sessions, media, tokens, server state)."""

@@ -1,0 +1,1 @@
+"""Uploaded media: files named by their sha256 plus their database rows."""
