@@ -9,10 +9,10 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from app.engine.chat_template import ChatTemplateError
-from app.engine.request import RequestError
 from app.api.metrics import route_of
 from app.api.outcome import RequestOutcome
+from app.engine.chat_template import ChatTemplateError
+from app.engine.request import RequestError
 
 log = logging.getLogger(__name__)
 

@@ -19,15 +19,15 @@ from typing import Any
 from fastapi import Request
 from fastapi.responses import JSONResponse, StreamingResponse
 
-from app.engine.events import Failed, Finished, TextDelta
-from app.engine.request import GenerationRequest
-from app.engine.stream import EngineStream
 from app.api.errors import error_body, error_response
 from app.api.outcome import RequestOutcome
 from app.api.responses import Envelope, Shape, usage
 from app.api.schemas import GenerationFields
 from app.api.services import Services
 from app.chat.turn import TurnRecorder, TurnResult
+from app.engine.events import Failed, Finished, TextDelta
+from app.engine.request import GenerationRequest
+from app.engine.stream import EngineStream
 
 log = logging.getLogger(__name__)
 

@@ -9,11 +9,11 @@ from __future__ import annotations
 
 from typing import Any
 
+from app.chat.messages import ChatMessage, ImagePart
+from app.chat.prompter import Prompter
 from app.engine.request import RequestError
 from app.engine.vision import Vision
 from app.media.media_store import MediaStore, image_limits
-from app.chat.prompter import Prompter
-from app.chat.messages import ChatMessage, ImagePart
 from mm.image import ImageError, decode_image, image_bytes_from_url
 from mm.mtmd_bridge import ImageChunk, ImageInput
 from mm.token_sequence import TokenSequence

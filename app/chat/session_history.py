@@ -12,13 +12,13 @@ from dataclasses import dataclass
 from typing import Any
 
 from app.chat.conversation import conversation_prompt
+from app.chat.images import image_prompt
+from app.chat.messages import ChatMessage
+from app.chat.prompter import Prompter
 from app.db.records import SessionRecord
 from app.engine.request import RequestError, no_projector
 from app.engine.vision import Vision
-from app.chat.images import image_prompt
 from app.media.media_store import MediaStore, image_limits
-from app.chat.prompter import Prompter
-from app.chat.messages import ChatMessage
 from mm.image import ImageError, image_bytes_from_url
 from mm.mtmd_bridge import ImageChunk
 from mm.token_sequence import TokenSequence

@@ -9,11 +9,11 @@ from typing import Any
 from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse, Response
 
+from app.api.media_upload import FILE_FIELD, read_upload
+from app.api.services import Services, ServicesDep
 from app.db.records import MediaRecord
 from app.engine.request import RequestError
 from app.media.media_store import MediaFileError, MediaStore, image_limits, image_size
-from app.api.media_upload import FILE_FIELD, read_upload
-from app.api.services import Services, ServicesDep
 from mm.image import ImageError
 
 router = APIRouter(prefix="/v1/media")

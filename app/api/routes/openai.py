@@ -7,13 +7,13 @@ import time
 
 from fastapi import APIRouter, Header, Request
 
-from app.engine.request import RequestError, no_projector
-from app.chat.images import image_prompt
 from app.api.responder import Reply, respond
 from app.api.responses import ChatShape, TextShape
 from app.api.schemas import ChatCompletionRequest, CompletionRequest
 from app.api.services import ServicesDep
+from app.chat.images import image_prompt
 from app.chat.turn import TurnResult
+from app.engine.request import RequestError, no_projector
 from mm.token_sequence import TokenSequence
 
 router = APIRouter(prefix="/v1")

@@ -16,14 +16,14 @@ from typing import Any
 from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse
 
-from app.db.records import MessageRecord, SessionRecord
-from app.engine.request import RequestError, no_projector
 from app.api.responder import Reply, respond
 from app.api.responses import ChatShape
 from app.api.schemas import CreateSessionRequest, SessionMessageRequest
 from app.api.services import Services, ServicesDep
 from app.chat.session_history import history, history_prompt, store_images
 from app.chat.turn import TurnResult
+from app.db.records import MessageRecord, SessionRecord
+from app.engine.request import RequestError, no_projector
 
 router = APIRouter(prefix="/v1/sessions")
 

@@ -5,9 +5,9 @@ from __future__ import annotations
 from fastapi import APIRouter
 from pydantic import BaseModel, Field
 
-from app.engine.request import RequestError
-from app.chat.messages import ChatMessage
 from app.api.services import ServicesDep
+from app.chat.messages import ChatMessage
+from app.engine.request import RequestError
 
 router = APIRouter()
 
