@@ -11,6 +11,8 @@ checked here first and raised as ValueError. Positions that do not continue the 
 are not a crash: llama_decode rejects the batch and we raise MtmdError.
 
 Not thread-safe: one mtmd context has one output buffer; call it from the engine thread only.
+Encoding and image evaluation run graphs: they belong to the thread that created the context
+(its warm-up encode runs there), checked by `ComputeThread` (mm/compute_thread.py).
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ import llama_cpp
 import numpy as np
 from llama_cpp import mtmd_cpp as mtmd
 
+from mm.compute_thread import ComputeThread
 from mm.ggml_log import log_callback
 from mm.image import pixel_id
 from mm.token_sequence import MediaChunk
@@ -100,6 +103,8 @@ class MtmdContext:
         self, mmproj_path: str, model: llama_cpp.llama_model_p, n_threads: int, warmup: bool = True
     ) -> None:
         _install_log_callback()
+        self.compute = ComputeThread("MtmdContext")
+        self.compute.claim()  # the warm-up encode below runs on this thread
         params = mtmd.mtmd_context_params_default()
         params.use_gpu = False  # CPU-only build; also keeps the projector off any GPU backend
         params.n_threads = n_threads
@@ -192,6 +197,7 @@ class MtmdContext:
     def encode(self, chunk: ImageChunk) -> np.ndarray:
         """Run the vision encoder + projector: a new float32 array (n_tokens, n_embd)."""
         ptr = self._live(chunk)
+        self.compute.check("encode")
         if mtmd.mtmd_encode_chunk(self._ctx, ptr) != 0:
             raise MtmdError(f"encoding image {chunk.id} failed")
         out = mtmd.mtmd_get_output_embd(self._ctx)
@@ -211,6 +217,7 @@ class MtmdContext:
         (n_past + n_pos). With `embeddings` (from `encode`) the encoder is skipped. No logits
         are requested: the text after the image asks for them."""
         ptr = self._live(chunk)
+        self.compute.check("eval_image")
         self._check_eval_args(lctx, chunk.n_tokens, n_past, seq_id, n_batch)
         new_n_past = llama_cpp.llama_pos(0)
         out = ctypes.byref(new_n_past)

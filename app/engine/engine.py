@@ -3,6 +3,10 @@
 The HTTP event loop never calls llama.cpp: it submits a Task and awaits its events, which the
 engine thread hands over with `loop.call_soon_threadsafe`. `llama_decode` is a ctypes call, which
 releases the GIL, so the event loop keeps serving while a batch is computed.
+
+Every graph (warm-up, decode, the projector's warm-up and image encodes) runs on the engine thread
+for the life of the process: `start()` builds the vision projector and warms up there, and the
+model then refuses compute from any other thread (see app/engine/model.py).
 """
 
 from __future__ import annotations
@@ -42,11 +46,7 @@ class Engine:
             else None
         )
         self.reuse = PrefixReuse(self.model, self.scheduler, host, disk, config.cache_reuse)
-        self.vision = (
-            Vision(self.model, config.mmproj_path, config.n_threads, config.encoder_cache_bytes)
-            if config.mmproj_path
-            else None
-        )
+        self.vision: Vision | None = None  # built on the engine thread by start()
         self._calls: list[tuple[Callable[[], object], Future]] = []
         self._batch = self.model.new_batch()
         self._inbox: list[Task] = []
@@ -56,14 +56,35 @@ class Engine:
         self.dead = False  # the engine thread died: nothing will be served any more
         self._last_busy = 0.0  # time.monotonic() when the last step with requests ended
         self._thread: threading.Thread | None = None
-        if config.warmup:
-            self._warmup()
 
     # --- lifecycle ------------------------------------------------------------------------------
 
     def start(self) -> None:
-        self._thread = threading.Thread(target=self._run, name="engine", daemon=True)
+        """Start the engine thread; returns once it has claimed the model, built the projector
+        and warmed up (raises what that raised, e.g. a bad projector file)."""
+        ready: Future = Future()
+        self._thread = threading.Thread(
+            target=self._main, args=(ready,), name="engine", daemon=True
+        )
         self._thread.start()
+        ready.result()
+
+    def _main(self, ready: Future) -> None:
+        try:
+            self.model.compute.claim()
+            if self.config.mmproj_path:
+                cfg = self.config
+                self.vision = Vision(
+                    self.model, cfg.mmproj_path, cfg.n_threads, cfg.encoder_cache_bytes
+                )
+            if self.config.warmup:
+                self._warmup()
+        except BaseException as e:
+            self._stopping = True
+            ready.set_exception(e)
+            return
+        ready.set_result(None)
+        self._run()
 
     def stop(self, free: bool = True) -> None:
         """Stop the engine thread (queued and running requests fail with 503) and, unless
@@ -252,6 +273,16 @@ class Engine:
         sampler.accept_prompt(prompt.text_tokens(0, len(prompt)) if not prompt.has_media else [])
         task.start(slot.id, n_cached, sampler, source)
         self.scheduler.bind(task, slot)
+        task.on_close = lambda: self._closed(task, slot)
+
+    def _closed(self, task: Task, slot: Slot) -> None:
+        """The task ended (its terminal event goes out right after this): queue the idle
+        prefill of its conversation's next-turn boundary, then free the slot."""
+        tail = task.next_turn_tail(self.model.is_eog)
+        delay = self.config.idle_prefill_delay
+        if tail and delay >= 0 and slot.cache.n_pos + len(tail) < self.model.n_ctx:
+            slot.tail, slot.tail_due = tail, time.monotonic() + delay
+        self.scheduler.release(task)
 
     def _eval_media(self) -> None:
         """Evaluate the images that are next in prompts being prefilled (the vision helper runs
@@ -293,9 +324,5 @@ class Engine:
             piece = self.model.token_to_piece(token)
             n_top = task.request.logprobs
             logprob = self.model.logprob(p.row, token, n_top) if n_top is not None else None
-            if not task.on_token(token, piece, self.model.is_eog(token), room_left, logprob):
-                tail = task.next_turn_tail(self.model.is_eog)
-                delay = self.config.idle_prefill_delay
-                if tail and delay >= 0 and p.slot.cache.n_pos + len(tail) < n_ctx:
-                    p.slot.tail, p.slot.tail_due = tail, time.monotonic() + delay
-                self.scheduler.release(task)
+            # A task that ends here has released its slot (Task._close -> _closed) already.
+            task.on_token(token, piece, self.model.is_eog(token), room_left, logprob)

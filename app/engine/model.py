@@ -3,6 +3,9 @@
 Everything above this file sees Python ints, bytes and strings. One llama context serves every slot:
 `n_seq_max` = number of slots and a unified KV cache, so a slot can use the whole context and (in
 later layers) sequences can share cells.
+
+Compute (`decode`) belongs to one thread, the engine's: llama.cpp's OpenMP keeps a thread team per
+calling thread, and one graph run from a second thread slows every later decode ~1.7x.
 """
 
 from __future__ import annotations
@@ -16,6 +19,7 @@ import numpy as np
 from app.engine.batch import Batch
 from app.engine.config import EngineConfig
 from app.engine.events import TokenLogprob
+from mm.compute_thread import ComputeThread
 from mm.ggml_log import log_callback
 
 log = logging.getLogger(__name__)
@@ -43,6 +47,8 @@ class ModelError(RuntimeError):
 
 class Model:
     def __init__(self, config: EngineConfig) -> None:
+        # The first decode claims the model for its thread; a decode from any other raises.
+        self.compute = ComputeThread("Model")
         _install_log_callback(config.verbose)
         llama_cpp.llama_backend_init()
         mparams = llama_cpp.llama_model_default_params()
@@ -136,7 +142,9 @@ class Model:
         return Batch(self.n_batch)
 
     def decode(self, batch: Batch) -> int:
-        """llama_decode; 0 = ok, 1 = no KV room for the batch, other = error. Releases the GIL."""
+        """llama_decode; 0 = ok, 1 = no KV room for the batch, other = error. Releases the GIL.
+        Owner thread only (raises WrongThreadError otherwise)."""
+        self.compute.check("decode")
         return llama_cpp.llama_decode(self._ctx, batch.raw)
 
     def logprob(self, row: int, token: int, n_top: int) -> TokenLogprob:

@@ -2,6 +2,10 @@
 
 The engine thread is the only writer of a Task's state except `cancelled`, which the HTTP side
 sets (a single bool store) and the engine loop observes at the next step.
+
+Invariant: a task's slot is released before its terminal event (Finished or Failed) goes to the
+sink, so a client that has seen the end of its request finds the slot idle (a next request with
+`id_slot` gets it at once).
 """
 
 from __future__ import annotations
@@ -28,6 +32,8 @@ class Task:
         self.cache_prompt = cache_prompt
         self.cancelled = False
         self.done = False
+        # Frees the task's slot; set by the scheduler when it binds the task to a slot.
+        self.on_close: Callable[[], None] | None = None
         # Set when admitted to a slot.
         self.sampler: Sampler | None = None
         self.n_cached = 0  # prompt tokens reused from the slot's KV
@@ -129,16 +135,15 @@ class Task:
             return
         self.finish_reason = reason
         self._emit(self.text.finish())
-        self.sink(
-            Finished(reason, self.prompt_len, self.n_generated, self.n_cached, self.timings())
-        )
+        final = Finished(reason, self.prompt_len, self.n_generated, self.n_cached, self.timings())
         self._close()
+        self.sink(final)
 
     def fail(self, message: str, status: int = 500, code: str = "server_error") -> None:
         if self.done:
             return
-        self.sink(Failed(message, status, code))
         self._close()
+        self.sink(Failed(message, status, code))
 
     def timings(self) -> Timings:
         now = time.perf_counter()
@@ -154,8 +159,12 @@ class Task:
         )
 
     def _close(self) -> None:
+        """Before the terminal event: the task is done and its slot free."""
         self.done = True
         self.next_token = None
         if self.sampler is not None:
             self.sampler.close()
             self.sampler = None
+        if self.on_close is not None:
+            on_close, self.on_close = self.on_close, None
+            on_close()

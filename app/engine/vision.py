@@ -3,8 +3,9 @@
 Tokenizing a prompt with images gives text tokens and image chunks; the engine evaluates an
 image chunk into a slot's sequence at its position, taking the encoder's output from the
 `EncoderCache` when that image was encoded recently (an image whose KV is gone then skips the
-vision encoder). Engine thread only for `eval`; `tokenize` only reads the vocabulary and the
-pixels, so the HTTP side may call it.
+vision encoder). Built on the engine thread (the projector's warm-up encode runs there) and
+`eval` only there; `tokenize` only reads the vocabulary and the pixels, so the HTTP side may
+call it.
 """
 
 from __future__ import annotations
@@ -54,6 +55,7 @@ class Vision:
 
     def eval(self, chunk: ImageChunk, n_past: int, seq_id: int, salt: str) -> int:
         """Evaluate the image into seq_id's KV from position n_past; returns the new n_past."""
+        self._model.compute.check("eval_image")  # it runs llama_decode on the model's context
         key = (salt, chunk.id)  # salted: a cached encode must not tell one tenant another's
         embeddings = self.cache.get(key)
         if embeddings is None:

@@ -113,6 +113,40 @@ def test_requests_queue_fifo_when_slots_are_busy(engine: Engine):
     assert all(s.state == "idle" for s in engine.slots())
 
 
+def test_the_slot_is_idle_when_the_client_sees_the_end(engine: Engine):
+    # A client that got the final event and sends the next request for the same slot at once
+    # must find it free: no sleep, no retry.
+    prompt = prompt_of(engine, "Colours: red, green,")
+
+    async def back_to_back() -> list[tuple[str, bool]]:
+        seen = []
+        for i in range(12):
+            slot = i % 2
+            async for event in engine.open(
+                GenerationRequest(prompt.copy(), GREEDY, max_tokens=2, id_slot=slot)
+            ):
+                if isinstance(event, Finished | Failed):
+                    seen.append((engine.slots()[slot].state, isinstance(event, Finished)))
+        return seen
+
+    seen = asyncio.run(back_to_back())
+    assert seen == [("idle", True)] * 12
+
+
+def test_a_decode_from_another_thread_is_refused(engine: Engine):
+    # All llama.cpp compute belongs to the engine thread (one OpenMP team per process).
+    from mm.compute_thread import WrongThreadError
+
+    assert engine.model.compute.owner == engine._thread.ident  # noqa: SLF001
+    batch = engine.model.new_batch()
+    try:
+        batch.add(engine.model.bos, 0, 0, True)
+        with pytest.raises(WrongThreadError, match="engine"):
+            engine.model.decode(batch)
+    finally:
+        batch.close()
+
+
 def test_bad_requests_are_refused_before_queueing(engine: Engine):
     with pytest.raises(RequestError, match="2048"):
         engine.validate(GenerationRequest(TokenSequence([1] * 3000)))
@@ -152,10 +186,7 @@ def test_full_kv_stops_one_request_and_the_rest_complete(model_path: str):
         assert any(r.completion_tokens == 200 for r in finished)
         assert len(finished) + sum(isinstance(r, Failed) for r in results) == 2
         assert any(isinstance(r, Failed) or r.completion_tokens < 200 for r in results)
-        # The engine frees a slot right after it sends the last event: allow it that moment.
-        deadline = time.monotonic() + 10
-        while not all(s.state == "idle" for s in small.slots()) and time.monotonic() < deadline:
-            time.sleep(0.01)
+        # The engine frees a slot before it sends the last event (Task's invariant).
         assert all(s.state == "idle" for s in small.slots())
     finally:
         small.stop()
@@ -193,7 +224,8 @@ def test_stop_string_cut_prefills_nothing(engine: Engine):
         ),
     )
     assert done.finish_reason == "stop"
-    time.sleep(1.0)  # past the 0.25 s grace: a (wrong) idle prefill would have run by now
+    # The idle prefill is queued before the last event is sent: none was queued.
+    assert engine.scheduler.slots[1].tail is None
     assert engine.slots()[1].n_cached == len(prompt) + done.completion_tokens - 1
 
 
