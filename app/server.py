@@ -47,12 +47,14 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             busy = sum(1 for s in slots if s.state != "idle")
             return EngineGauges(len(slots), busy, engine.n_waiting)
 
+        metrics = Metrics(gauges)
+        engine.reuse.on_op = metrics.observe_cache_op
         app.state.services = Services(
             settings,
             engine,
             Prompter(engine.model),
             settings.model_name(),
-            Metrics(gauges),
+            metrics,
             store,
             TurnCache(),
         )

@@ -34,6 +34,9 @@ SOURCES = ("own_slot", "other_slot", "host", "disk")  # "none" has no cached tok
 # 1 ms (a cached one-token reply) .. 120 s (a long generation on a slow CPU model).
 BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
 BUCKETS += (20.0, 30.0, 60.0, 120.0)
+# Engine-thread time of one KV tier move: 0.1 ms .. 1 s (a large state on a slow disk).
+OP_BUCKETS = (0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1.0)
+CACHE_OPS = (("save", "host"), ("save", "disk"), ("restore", "host"), ("restore", "disk"))
 
 
 def route_of(path: str, method: str = "POST") -> str | None:
@@ -132,6 +135,16 @@ class Metrics:
             buckets=BUCKETS,
             registry=r,
         )
+        self.cache_op = Histogram(
+            "kvchat_cache_op_seconds",
+            "Engine-thread time of one KV cache tier operation (every stream waits for it), by "
+            "operation (save, restore) and tier (host, disk).",
+            ["op", "tier"],
+            buckets=OP_BUCKETS,
+            registry=r,
+        )
+        for op, tier in CACHE_OPS:
+            self.cache_op.labels(op=op, tier=tier)
         # Pre-create every label value so the series exist at 0 before the first hit:
         # rate() and "moved by n" checks need a starting point.
         for route in ROUTES:
@@ -156,6 +169,10 @@ class Metrics:
                 self.ttft.observe(o.ttft_s)
         if request_log.isEnabledFor(logging.INFO):
             request_log.info(json.dumps({"event": "request", **dataclasses.asdict(o)}))
+
+    def observe_cache_op(self, op: str, tier: str, seconds: float) -> None:
+        """One tier operation's engine-thread time (called on the engine thread)."""
+        self.cache_op.labels(op=op, tier=tier).observe(seconds)
 
     def render(self) -> tuple[bytes, str]:
         """The text exposition and its content type, for the /metrics response."""

@@ -8,23 +8,28 @@ warning and never loaded: a state from another model would silently corrupt the 
 With a byte budget (--cache-disk), the least recently used entries are deleted after a write
 until our entry files fit; "used" is a store or a restore. The order survives a restart: a
 restore bumps the file's mtime, and the order is seeded from mtimes at start-up.
+
+`store` and the index run on the engine thread and do no hashing and no file I/O there: the
+writer thread computes the checksum and writes the file, holding a reference to the state's
+pooled buffer until it is written; `read_async` reads and checks a file on a reader thread,
+waiting only for that entry's own write if it is still pending.
 """
 
 from __future__ import annotations
 
 import contextlib
-import hashlib
-import json
+import itertools
 import logging
 import os
 import time
-from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from app.cache import state_file
 from app.cache.prefix_index import PrefixIndex
 from app.cache.state_file import StateFileError
+from app.cache.state_pool import StateBlob
 from mm.token_sequence import TokenSequence
 
 log = logging.getLogger(__name__)
@@ -41,6 +46,8 @@ class DiskEntry:
     sha256: str
     file_bytes: int = 0  # the whole file: what counts against the budget
     last_used: float = 0.0  # time.time() of the last store or restore (mtime at start-up)
+    # Done once the file is on disk (None: it was there at start-up).
+    written: Future | None = field(default=None, repr=False)
 
 
 class DiskCache:
@@ -53,6 +60,9 @@ class DiskCache:
         self.entries: dict[str, DiskEntry] = {}
         self.index: PrefixIndex[str] = PrefixIndex()
         self._writer = ThreadPoolExecutor(max_workers=1, thread_name_prefix="cache-writer")
+        self._reader = ThreadPoolExecutor(max_workers=1, thread_name_prefix="cache-reader")
+        # Unique, hash-free names: the engine thread names a file before the writer hashes it.
+        self._names = (f"{time.time_ns():x}-{os.getpid():x}-{i}" for i in itertools.count())
         for path in sorted(self.dir.glob("*" + SUFFIX)):
             self._load_header(path)
         self._evict()  # the budget may have been lowered since the files were written
@@ -81,49 +91,81 @@ class DiskCache:
         self.total_bytes += entry.file_bytes
         self.index.set(entry.path.name, entry.salt, entry.tokens)
 
-    def store(self, salt: str, tokens: TokenSequence, data: bytes) -> None:
-        """Write an entry in the background; entries it wholly contains are deleted. An entry
-        larger than the whole budget is not written; older entries make room for a new one."""
-        header = state_file.encode_header(salt, tokens, data, self.model)
-        name = (
-            hashlib.sha256(
-                json.dumps([self.model, salt, header["tokens"], header["media"]]).encode()
-            ).hexdigest()[:40]
-            + SUFFIX
-        )
-        if name in self.entries:
-            self._touch(self.entries[name])
-            return
-        head = state_file.header_bytes(header)
-        size = len(head) + len(data)
+    def store(self, salt: str, tokens: TokenSequence, data: StateBlob | bytes) -> None:
+        """Queue an entry for the writer (it takes its own reference to a blob); entries it
+        wholly contains are deleted, an identical one is only touched. An entry larger than the
+        whole budget is not written; older entries make room for a new one."""
+        for other, n in self.index.match(salt, tokens).items():
+            if n == len(tokens) == len(self.entries[other].tokens):
+                self._touch(self.entries[other])
+                return
+        n_bytes = data.n_bytes if isinstance(data, StateBlob) else len(data)
+        # The header's length does not depend on the checksum's value (fixed-width hex).
+        header = state_file.encode_header(salt, tokens, n_bytes, self.model, "0" * 64)
+        size = len(state_file.header_bytes(header)) + n_bytes
         if self.max_bytes and size > self.max_bytes:
             log.debug("not caching a %d-byte state on disk: the budget is %d", size, self.max_bytes)
             return
         for other, n in self.index.match(salt, tokens).items():
             if n == len(self.entries[other].tokens):
                 self._delete(other)
-        entry = DiskEntry(
-            self.dir / name, salt, tokens.copy(), len(data), header["sha256"], size, time.time()
-        )
+        name = next(self._names) + SUFFIX
+        entry = DiskEntry(self.dir / name, salt, tokens.copy(), n_bytes, "", size, time.time())
+        blob = data.retain() if isinstance(data, StateBlob) else data
+        entry.written = self._writer.submit(self._write, entry, header, blob)
         self._add(entry)
-        self._writer.submit(state_file.write, entry.path, head, data)
         self._evict(keep=name)
+
+    @staticmethod
+    def _write(entry: DiskEntry, header: dict, blob: StateBlob | bytes) -> None:
+        """Writer thread: checksum, header, atomic file write; then the blob goes back."""
+        try:
+            data = blob.view() if isinstance(blob, StateBlob) else blob
+            header["sha256"] = entry.sha256 = state_file.checksum(data)
+            state_file.write(entry.path, state_file.header_bytes(header), data)
+        finally:
+            if isinstance(blob, StateBlob):
+                blob.release()
 
     def best(self, salt: str, prompt: TokenSequence) -> tuple[DiskEntry, int] | None:
         found = self.index.best(salt, prompt)
         return (self.entries[found[0]], found[1]) if found else None
 
     def read(self, entry: DiskEntry) -> bytes | None:
-        """The entry's state bytes, or None (and the entry forgotten) if missing or damaged."""
-        try:
-            _, data = state_file.load(entry.path, self.model)
+        """The entry's state bytes, or None (and the entry forgotten) if missing or damaged.
+        Reads and checks on the calling thread; the engine uses `read_async`."""
+        data = self._load(entry)
+        return self.finish_read(entry, data)
+
+    def read_async(self, entry: DiskEntry) -> Future:
+        """Read and check the entry on the reader thread (after its own pending write, if
+        any); the future's result is the bytes or None. Hand it to `finish_read` on the
+        engine thread."""
+        return self._reader.submit(self._load, entry)
+
+    def finish_read(self, entry: DiskEntry, data: bytes | None) -> bytes | None:
+        """Engine thread: count a read as use, or forget an entry that could not be read."""
+        if entry.path.name not in self.entries:
+            return data  # deleted meanwhile (reset, evicted): its bytes are still right
+        if data is None:
+            self._delete(entry.path.name)
+        else:
             self._touch(entry)
-            return data
+        return data
+
+    def _load(self, entry: DiskEntry) -> bytes | None:
+        if entry.written is not None:
+            try:
+                entry.written.result()
+            except Exception as e:  # the write failed: there is nothing to read
+                log.warning("cache file %s was not written: %s", entry.path.name, e)
+                return None
+        try:
+            return state_file.load(entry.path, self.model)[1]
         except StateFileError as e:
             log.warning("cache file %s is damaged (%s); dropping it", entry.path.name, e)
         except OSError as e:
             log.warning("cache file %s unreadable: %s", entry.path.name, e)
-        self._delete(entry.path.name)
         return None
 
     def clear(self) -> None:
@@ -131,6 +173,7 @@ class DiskCache:
             self._delete(name)
 
     def flush(self) -> None:
+        self._reader.shutdown(wait=True)
         self._writer.shutdown(wait=True)
 
     def _touch(self, entry: DiskEntry) -> None:

@@ -5,8 +5,14 @@ Before a slot's KV is discarded for another conversation, its state is copied he
 it restored into its slot and trimmed to the match. Loading an entry does not remove it (unlike
 llama-server's), so the same prefix can serve many slots.
 
+States live in pooled buffers (`StatePool`, app/cache/state_pool.py) that the cache owns: a
+dropped entry's buffer takes the next save, so saves on the engine thread write into memory that
+is already mapped. Sizes count the state's actual bytes (so the KV type in use, e.g. q8_0, is
+what the budget sees).
+
 Invariants: bytes_used == sum of entry sizes <= budget_bytes, tokens_used == sum of entry
-lengths <= budget_tokens (when set); `index` holds exactly the entries, keyed by entry id.
+lengths <= budget_tokens (when set); `index` holds exactly the entries, keyed by entry id; each
+entry holds one reference to its blob, released when the entry is dropped.
 """
 
 from __future__ import annotations
@@ -16,6 +22,7 @@ import time
 from dataclasses import dataclass, field
 
 from app.cache.prefix_index import PrefixIndex
+from app.cache.state_pool import StateBlob, StatePool
 from mm.token_sequence import TokenSequence
 
 
@@ -24,14 +31,19 @@ class HostEntry:
     id: int
     salt: str
     tokens: TokenSequence
-    data: bytes
+    blob: StateBlob
     last_used: float = field(default_factory=time.monotonic)
     hits: int = 0
     priority: float = 0.0  # GDSF: clock at insertion/last hit + (hits + 1) * cost / size
 
     @property
     def n_bytes(self) -> int:
-        return len(self.data)
+        return self.blob.n_bytes
+
+    @property
+    def data(self) -> memoryview:
+        """The state bytes, no copy (valid while the entry is in the cache)."""
+        return self.blob.view()
 
 
 @dataclass(slots=True)
@@ -61,6 +73,7 @@ class HostCache:
         self.bytes_used = 0
         self.tokens_used = 0
         self._ids = itertools.count(1)
+        self.pool = StatePool(min(budget_bytes, 256 << 20))
 
     def covers(self, salt: str, tokens: TokenSequence) -> bool:
         """True if some entry already holds all of `tokens` (saving them again is waste)."""
@@ -72,17 +85,29 @@ class HostCache:
             self.budget_tokens is None or n_tokens <= self.budget_tokens
         )
 
-    def store(self, salt: str, tokens: TokenSequence, data: bytes) -> HostEntry | None:
-        """Add an entry; drops entries it wholly contains, then least recently used ones, until
-        the budgets hold. An entry larger than a budget is not stored (None)."""
-        if not self.fits(len(data), len(tokens)):
+    def blob_of(self, data: bytes | bytearray | memoryview) -> StateBlob:
+        """A pooled copy of `data` (for states that arrive as bytes)."""
+        blob = self.pool.take(len(data))
+        blob.buf[: len(data)] = data
+        blob.n_bytes = len(data)
+        return blob
+
+    def store(
+        self, salt: str, tokens: TokenSequence, data: StateBlob | bytes
+    ) -> HostEntry | None:
+        """Add an entry, taking over the caller's reference to the blob; drops entries it wholly
+        contains, then the lowest-priority ones, until the budgets hold. An entry larger than a
+        budget is not stored (None, and the blob is released)."""
+        blob = data if isinstance(data, StateBlob) else self.blob_of(data)
+        if not self.fits(blob.n_bytes, len(tokens)):
+            blob.release()
             return None
         for entry_id, n in self.index.match(salt, tokens).items():
             if n == len(self.entries[entry_id].tokens):  # wholly contained in the new entry
                 self._drop(entry_id)
-        while not self._room_for(len(data), len(tokens)):
+        while not self._room_for(blob.n_bytes, len(tokens)):
             self._evict()
-        entry = HostEntry(next(self._ids), salt, tokens.copy(), data)
+        entry = HostEntry(next(self._ids), salt, tokens.copy(), blob)
         self._reprioritise(entry)
         self.entries[entry.id] = entry
         self.index.set(entry.id, salt, entry.tokens)
@@ -133,3 +158,4 @@ class HostCache:
         self.index.remove(entry_id)
         self.bytes_used -= entry.n_bytes
         self.tokens_used -= len(entry.tokens)
+        entry.blob.release()  # its buffer takes a later save (unless a disk write holds it)

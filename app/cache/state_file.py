@@ -59,15 +59,24 @@ class StateHeader:
     sha256: str  # of the state data
 
 
-def encode_header(salt: str, tokens: TokenSequence, data: bytes, model: str) -> dict:
+def checksum(data: bytes | bytearray | memoryview) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+def encode_header(
+    salt: str, tokens: TokenSequence, data: bytes | int, model: str, sha256: str | None = None
+) -> dict:
+    """The header of a state; `data` is the state or its size when `sha256` is given (the disk
+    tier's writer fills the checksum in later, off the engine thread)."""
+    n_bytes = data if isinstance(data, int) else len(data)
     return {
         "format": FORMAT,
         "model": model,
         "salt": salt,
         "tokens": [t if t >= 0 else -1 for t in tokens.tokens],
         "media": [[s, c.id, c.n_tokens, c.n_pos] for s, c in tokens.media()],
-        "n_bytes": len(data),
-        "sha256": hashlib.sha256(data).hexdigest(),
+        "n_bytes": n_bytes,
+        "sha256": sha256 if sha256 is not None else checksum(data),
     }
 
 
@@ -120,7 +129,7 @@ def load(path: Path, model: str) -> tuple[StateHeader, bytes]:
     with path.open("rb") as f:
         header = read_header(f, model)
         data = f.read(header.n_bytes + 1)
-    if len(data) != header.n_bytes or hashlib.sha256(data).hexdigest() != header.sha256:
+    if len(data) != header.n_bytes or checksum(data) != header.sha256:
         raise StateFileError("the state data is damaged (size or checksum mismatch)")
     return header, data
 

@@ -45,13 +45,15 @@ class Engine:
             if config.cache_dir
             else None
         )
-        self.reuse = PrefixReuse(self.model, self.scheduler, host, disk, config.cache_reuse)
+        self._wake = threading.Event()
+        self.reuse = PrefixReuse(
+            self.model, self.scheduler, host, disk, config.cache_reuse, wake=self._wake.set
+        )
         self.vision: Vision | None = None  # built on the engine thread by start()
         self._calls: list[tuple[Callable[[], object], Future]] = []
         self._batch = self.model.new_batch()
         self._inbox: list[Task] = []
         self._lock = threading.Lock()
-        self._wake = threading.Event()
         self._stopping = False
         self.dead = False  # the engine thread died: nothing will be served any more
         self._last_busy = 0.0  # time.monotonic() when the last step with requests ended
@@ -250,6 +252,7 @@ class Engine:
                 future.set_exception(e)
         for task in new:
             self.scheduler.enqueue(task)
+            self.reuse.prefetch(task)
         self._expire(time.monotonic())
         for task in self.scheduler.take_cancelled():
             task.finish("cancelled")  # no-op if it already finished

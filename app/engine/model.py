@@ -189,16 +189,26 @@ class Model:
         return llama_cpp.llama_state_seq_get_size_ext(self._ctx, seq_id, 0)
 
     def state_save(self, seq_id: int) -> bytes:
-        """The sequence's KV state (cells, positions, values) as bytes, for host memory."""
-        size = self.state_size(seq_id)
-        buf = (ctypes.c_uint8 * size)()
-        written = llama_cpp.llama_state_seq_get_data_ext(self._ctx, buf, size, seq_id, 0)
-        return bytes(buf)[:written]
+        """The sequence's KV state (cells, positions, values) as bytes (a fresh copy: for rare
+        saves such as /slots files; the cache tiers use `state_save_into`)."""
+        buf = bytearray(self.state_size(seq_id))
+        return bytes(memoryview(buf)[: self.state_save_into(seq_id, buf)])
 
-    def state_restore(self, seq_id: int, data: bytes) -> bool:
-        """Load a saved state into an empty sequence; False if it does not fit (KV full)."""
-        src = (ctypes.c_uint8 * len(data)).from_buffer_copy(data)
-        return llama_cpp.llama_state_seq_set_data_ext(self._ctx, src, len(data), seq_id, 0) > 0
+    def state_save_into(self, seq_id: int, buf: bytearray) -> int:
+        """Write the sequence's KV state into `buf` (no copy, no zero-fill); returns the bytes
+        written, 0 if it does not fit (ask `state_size` first)."""
+        view = (ctypes.c_uint8 * len(buf)).from_buffer(buf)
+        return llama_cpp.llama_state_seq_get_data_ext(self._ctx, view, len(buf), seq_id, 0)
+
+    def state_restore(self, seq_id: int, data: bytes | bytearray | memoryview) -> bool:
+        """Load a saved state into an empty sequence, straight from `data` (no copy); False if
+        it does not fit (KV full)."""
+        n = len(data)
+        if isinstance(data, bytes):  # immutable: point at its buffer
+            src = ctypes.cast(ctypes.c_char_p(data), ctypes.POINTER(ctypes.c_uint8))
+        else:
+            src = (ctypes.c_uint8 * n).from_buffer(data)
+        return llama_cpp.llama_state_seq_set_data_ext(self._ctx, src, n, seq_id, 0) > 0
 
     @property
     def can_shift(self) -> bool:

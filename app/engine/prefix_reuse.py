@@ -6,13 +6,22 @@ a file of the disk tier (read, checked, restored, and kept in host memory again)
 Before a slot loses a meaningful part of its KV, that KV is saved to host memory, so a
 conversation whose slot was taken gets its prefix back on whichever slot it lands.
 Engine thread only.
+
+Everything here runs between decode steps, so every stream waits for it: a save writes the state
+straight into a pooled buffer of the host tier, a restore reads straight from the stored buffer,
+and hashing and file I/O of the disk tier run on its own threads. A queued request whose best
+prefix is on disk gets it read on the reader thread while it waits (`prefetch`), so its
+admission restores from memory. `on_op(op, tier, seconds)` reports each tier operation's
+engine-thread time (the /metrics histogram).
 """
 
 from __future__ import annotations
 
+import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from app.cache.disk_cache import DiskCache
+from app.cache.disk_cache import DiskCache, DiskEntry
 from app.cache.host_cache import HostCache, HostCacheStats
 from app.engine.model import Model
 from app.engine.scheduler import Scheduler
@@ -48,8 +57,11 @@ class PrefixReuse:
         host: HostCache,
         disk: DiskCache | None = None,
         shift_min_chunk: int = 0,
+        wake: Callable[[], None] = lambda: None,
     ) -> None:
         self.model = model
+        self.wake = wake  # wakes the engine loop (a prefetch finished)
+        self.on_op: Callable[[str, str, float], None] | None = None
         self.shift_min_chunk = shift_min_chunk  # --cache-reuse; 0 = no KV shifting
         self.scheduler = scheduler
         self.host = host
@@ -71,17 +83,18 @@ class PrefixReuse:
         host_n = usable_prefix(prompt, found[1]) if found else 0
         if found and host_n > max(own, donor_n):
             self.save(slot, keep=0)
-            if self._restore(slot, found[0].data, found[0].tokens, found[0].salt):
+            if self._restore(slot, found[0].data, found[0].tokens, found[0].salt, "host"):
                 self.host.touch(found[0])
                 return self._count("host", slot.cut_to(host_n, self.model))
-        on_disk = self.disk.best(salt, prompt) if self.disk else None
+        on_disk = self._disk_best(task)
         disk_n = usable_prefix(prompt, on_disk[1]) if on_disk else 0
         if on_disk and disk_n > max(own, donor_n, host_n):
-            data = self.disk.read(on_disk[0])
+            entry = on_disk[0]
+            data = self._read(task, entry)
             if data is not None:
                 self.save(slot, keep=0)
-                if self._restore(slot, data, on_disk[0].tokens, on_disk[0].salt):
-                    self.host.store(salt, on_disk[0].tokens, data)  # hot again: keep in RAM
+                if self._restore(slot, data, entry.tokens, entry.salt, "disk"):
+                    self.host.store(salt, entry.tokens, data)  # hot again: keep in RAM
                     return self._count("disk", slot.cut_to(disk_n, self.model))
         if donor is not None and donor_n > own:
             self.save(slot, keep=0)
@@ -100,15 +113,55 @@ class PrefixReuse:
             return
         if self.host.covers(slot.salt, tokens):
             return
-        to_host = self.host.fits(self.model.state_size(slot.id), len(tokens))
+        t0 = time.perf_counter()
+        size = self.model.state_size(slot.id)
+        to_host = self.host.fits(size, len(tokens))
         if not to_host and self.disk is None:
             return
-        data = self.model.state_save(slot.id)
-        if to_host:
-            self.host.store(slot.salt, tokens, data)
+        blob = self.host.pool.take(size)
+        blob.n_bytes = self.model.state_save_into(slot.id, blob.buf)
         if self.disk is not None:
-            self.disk.store(slot.salt, tokens, data)
+            self.disk.store(slot.salt, tokens, blob)  # the writer holds its own reference
+        if to_host:
+            self.host.store(slot.salt, tokens, blob)  # takes over ours
+        else:
+            blob.release()
         self.stats.saves += 1
+        self._timed("save", "host" if to_host else "disk", t0)
+
+    def prefetch(self, task: Task) -> None:
+        """A queued task whose best prefix is only on disk: read it on the reader thread now,
+        so that admitting the task restores from memory (the engine thread never waits on the
+        file). The task is not admitted before the read ends (`Task.waiting_for`)."""
+        if self.disk is None or not task.cache_prompt:
+            return
+        on_disk = self._disk_best(task)
+        if on_disk is None:
+            return
+        prompt, salt = task.request.prompt, task.request.cache_salt
+        found = self.host.best(salt, prompt)
+        if found is not None and found[1] >= on_disk[1]:
+            return
+        future = self.disk.read_async(on_disk[0])
+        task.prefetched = (on_disk[0], future)
+        task.waiting_for = future
+        future.add_done_callback(lambda _: self.wake())
+
+    def _disk_best(self, task: Task) -> tuple[DiskEntry, int] | None:
+        if self.disk is None:
+            return None
+        return self.disk.best(task.request.cache_salt, task.request.prompt)
+
+    def _read(self, task: Task, entry: DiskEntry) -> bytes | None:
+        """The entry's bytes: prefetched if it was, else read here (engine thread)."""
+        prefetched, task.prefetched = task.prefetched, None
+        if prefetched is not None and prefetched[0] is entry:
+            return self.disk.finish_read(entry, prefetched[1].result())
+        return self.disk.read(entry)
+
+    def _timed(self, op: str, tier: str, t0: float) -> None:
+        if self.on_op is not None:
+            self.on_op(op, tier, time.perf_counter() - t0)
 
     def persist(self) -> None:
         """Save every slot's KV (at shutdown: the disk tier keeps it across a restart)."""
@@ -140,13 +193,15 @@ class PrefixReuse:
         slot.salt = salt
         return kept
 
-    def _restore(self, slot: Slot, data: bytes, tokens, salt: str) -> bool:
+    def _restore(self, slot: Slot, data, tokens, salt: str, tier: str) -> bool:
+        t0 = time.perf_counter()
         slot.erase(self.model)
         if not self.model.state_restore(slot.id, data):  # no room in the KV right now
             slot.erase(self.model)
             return False
         slot.cache = tokens.copy()
         slot.salt = salt
+        self._timed("restore", tier, t0)
         return True
 
     def _count(self, tier: str, n: int) -> tuple[int, str]:

@@ -125,6 +125,8 @@ class Scheduler:
         A task whose prefix another task is computing right now waits for it (it does not block
         the tasks behind it) and then copies it from that slot's KV."""
         for task in self.waiting:
+            if task.waiting_for is not None and not task.waiting_for.done():
+                continue  # its cached prefix is being read from disk
             if self._awaits_shared_prefill(task):
                 continue
             slot = self.choose_slot(task)

@@ -13,6 +13,7 @@ from __future__ import annotations
 import itertools
 import time
 from collections.abc import Callable
+from concurrent.futures import Future
 
 from app.engine.events import Event, Failed, Finished, TextDelta, Timings, TokenLogprob
 from app.engine.request import GenerationRequest
@@ -32,8 +33,12 @@ class Task:
         self.cache_prompt = cache_prompt
         self.cancelled = False
         self.done = False
-        # Frees the task's slot; set by the scheduler when it binds the task to a slot.
+        # Frees the task's slot; set by the engine when it admits the task to a slot.
         self.on_close: Callable[[], None] | None = None
+        # A read of the task's best cached prefix from disk, started while it waits in the
+        # queue: (disk entry, future of its bytes). Not admitted before `waiting_for` is done.
+        self.prefetched: tuple[object, Future] | None = None
+        self.waiting_for: Future | None = None
         # Set when admitted to a slot.
         self.sampler: Sampler | None = None
         self.n_cached = 0  # prompt tokens reused from the slot's KV
