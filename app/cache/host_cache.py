@@ -92,9 +92,7 @@ class HostCache:
         blob.n_bytes = len(data)
         return blob
 
-    def store(
-        self, salt: str, tokens: TokenSequence, data: StateBlob | bytes
-    ) -> HostEntry | None:
+    def store(self, salt: str, tokens: TokenSequence, data: StateBlob | bytes) -> HostEntry | None:
         """Add an entry, taking over the caller's reference to the blob; drops entries it wholly
         contains, then the lowest-priority ones, until the budgets hold. An entry larger than a
         budget is not stored (None, and the blob is released)."""
