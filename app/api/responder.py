@@ -133,7 +133,8 @@ async def respond(
     http: Request,
 ) -> JSONResponse | StreamingResponse:
     rec = TurnRecorder()
-    stream = services.engine.open(request)  # raises RequestError before anything is sent
+    # Raises RequestError before anything is sent. Unstreamed: the text comes with the end.
+    stream = services.engine.open(request, streaming=body.stream)
     envelope = Envelope(reply.shape, services.model_name, reply.extra)
     ending = _Ending(services, request, reply, rec)
     if body.stream:

@@ -56,11 +56,15 @@ class TurnRecorder:
         return self.finished is not None or self.failed is not None
 
     def result(self) -> TurnResult:
+        ttft = None if self.t_first is None else self.t_first - self.started
+        if self.finished is not None and self.finished.timings.ttft_ms is not None:
+            # The engine's own figure: an unstreamed request's text arrives only with its end.
+            ttft = self.finished.timings.ttft_ms / 1000.0
         return TurnResult(
             "".join(self.parts),
             list(self.tokens),
             self.finished,
             self.failed,
-            None if self.t_first is None else self.t_first - self.started,
+            ttft,
             time.perf_counter() - self.started,
         )

@@ -22,6 +22,7 @@ from app.cache.host_cache import HostCache
 from app.engine.config import EngineConfig
 from app.engine.kv_room import make_room
 from app.engine.model import Model
+from app.engine.outbox import Outbox
 from app.engine.prefix_reuse import PrefixReuse
 from app.engine.request import GenerationRequest, RequestError
 from app.engine.sampler import Sampler
@@ -51,6 +52,7 @@ class Engine:
         )
         self.vision: Vision | None = None  # built on the engine thread by start()
         self._calls: list[tuple[Callable[[], object], Future]] = []
+        self.outbox = Outbox()  # events of a step, one event-loop wake-up per step
         self._batch = self.model.new_batch()
         self._inbox: list[Task] = []
         self._lock = threading.Lock()
@@ -172,9 +174,10 @@ class Engine:
         task.cancelled = True
         self._wake.set()
 
-    def open(self, request: GenerationRequest) -> EngineStream:
-        """Submit from the event loop; iterate the result for events. Raises RequestError."""
-        return EngineStream(self, request)
+    def open(self, request: GenerationRequest, streaming: bool = True) -> EngineStream:
+        """Submit from the event loop; iterate the result for events. Raises RequestError.
+        Not `streaming`: the text comes all at once with the end."""
+        return EngineStream(self, request, streaming)
 
     def slots(self) -> list[SlotInfo]:
         return [slot.info() for slot in self.scheduler.slots]
@@ -192,8 +195,10 @@ class Engine:
                     self._intake()
                     if self.scheduler.has_work:
                         self._step()
+                        self.outbox.flush()
                         self._last_busy = time.monotonic()
                         continue
+                    self.outbox.flush()
                     # Idle prefill waits until the whole engine has been idle for the delay, so
                     # it does not hold up a request arriving right after another one ended.
                     due = self.scheduler.next_tail_due()
@@ -208,6 +213,7 @@ class Engine:
                 except Exception:  # a bug in one step must not kill the server
                     log.exception("engine step failed; failing the active requests")
                     self._fail_active()
+                    self.outbox.flush()
         except BaseException:
             log.exception("engine thread died")
             self.dead = True
@@ -221,6 +227,7 @@ class Engine:
                 future.set_exception(RuntimeError("the engine stopped"))
             for task in list(self.scheduler.active) + list(self.scheduler.waiting) + pending:
                 task.fail("the server is shutting down", status=503, code="unavailable")
+            self.outbox.flush()
 
     def _fail_active(self) -> None:
         for task in list(self.scheduler.active):

@@ -16,6 +16,9 @@ class Timings:
     predicted_ms: float = 0.0
     slot: int = -1
     cache_source: str = "none"  # own_slot | other_slot | host | disk | none
+    # Submission -> first generated token, as the engine saw it (None: no token). Unstreamed
+    # requests get their text only at the end, so this is their time to first token.
+    ttft_ms: float | None = None
 
     def as_dict(self) -> dict[str, float | int]:
         def per_token(ms: float, n: int) -> float:

@@ -1,4 +1,9 @@
-"""`EngineStream`: one request's events, delivered from the engine thread to the event loop."""
+"""`EngineStream`: one request's events, delivered from the engine thread to the event loop.
+
+A streamed request gets its text deltas once per engine step (through the engine's `Outbox`); a
+request answered in one piece gets nothing until it ends, then every delta and the terminal event
+together: its event loop never wakes per token.
+"""
 
 from __future__ import annotations
 
@@ -7,7 +12,7 @@ import time
 from collections.abc import AsyncIterator
 from typing import TYPE_CHECKING
 
-from app.engine.events import Event, Failed, Finished
+from app.engine.events import Event, Failed, Finished, TextDelta
 from app.engine.request import GenerationRequest
 
 if TYPE_CHECKING:
@@ -17,19 +22,30 @@ if TYPE_CHECKING:
 class EngineStream:
     """Async iterator over one request's events; cancels the task if abandoned."""
 
-    def __init__(self, engine: Engine, request: GenerationRequest) -> None:
+    def __init__(self, engine: Engine, request: GenerationRequest, streaming: bool = True) -> None:
         self._engine = engine
-        self._loop = asyncio.get_running_loop()
+        self.loop = asyncio.get_running_loop()
         self._queue: asyncio.Queue[Event] = asyncio.Queue()
         self._finished = False
+        self._streaming = streaming
+        self._held: list[Event] = []  # engine thread: deltas of an unstreamed request
         self.submitted_at = time.perf_counter()
         self.task = engine.submit(request, self._deliver)
 
     def _deliver(self, event: Event) -> None:  # engine thread
-        try:
-            self._loop.call_soon_threadsafe(self._queue.put_nowait, event)
-        except RuntimeError:  # event loop closed: nobody is listening any more
-            self._engine.cancel(self.task)
+        if not self._streaming and isinstance(event, TextDelta):
+            self._held.append(event)
+            return
+        held, self._held = self._held, []
+        for e in held:
+            self._engine.outbox.post(self, e)
+        self._engine.outbox.post(self, event)
+
+    def receive(self, event: Event) -> None:  # event loop
+        self._queue.put_nowait(event)
+
+    def abandon(self) -> None:  # engine thread: the event loop is gone
+        self._engine.cancel(self.task)
 
     def __aiter__(self) -> AsyncIterator[Event]:
         return self._iterate()

@@ -161,6 +161,7 @@ class Task:
             predicted_ms=(now - t_first) * 1000.0 if self.t_first else 0.0,
             slot=self.slot_id,
             cache_source=self.cache_source,
+            ttft_ms=(self.t_first - self.t_queued) * 1000.0 if self.t_first else None,
         )
 
     def _close(self) -> None:

@@ -341,3 +341,52 @@ def test_kv_shifting_reuses_what_follows_a_removed_middle(model_path: str):
         assert text.lstrip().startswith("51")  # the shifted KV still reads as the numbers
     finally:
         shifting.stop()
+
+
+def test_event_loop_wakes_once_per_step_for_all_streams_and_once_for_an_unstreamed_reply(
+    engine: Engine,
+):
+    import threading
+
+    prompt = prompt_of(engine, "Days of the week:")
+    n = 8
+
+    def request() -> GenerationRequest:
+        return GenerationRequest(prompt.copy(), GREEDY, max_tokens=n, ignore_eos=True)
+
+    async def measure() -> tuple[int, int, int]:
+        loop = asyncio.get_running_loop()
+        calls = 0
+        original = loop.call_soon_threadsafe
+
+        def counting(*args, **kwargs):  # noqa: ANN002, ANN003, ANN202
+            nonlocal calls
+            calls += 1
+            return original(*args, **kwargs)
+
+        loop.call_soon_threadsafe = counting  # type: ignore[method-assign]
+        # Hold the engine between steps while both requests are submitted, so they are
+        # admitted together and decode in the same steps.
+        gate = threading.Event()
+        held = engine.call(gate.wait)
+        streams = [engine.open(request()), engine.open(request())]
+        gate.set()
+        await asyncio.wrap_future(held)
+        counts = await asyncio.gather(*(count_events(s) for s in streams))
+        streamed_calls = calls
+        calls = 0
+        unstreamed = engine.open(request(), streaming=False)
+        n_unstreamed = await count_events(unstreamed)
+        loop.call_soon_threadsafe = original  # type: ignore[method-assign]
+        return streamed_calls, sum(counts), calls if n_unstreamed > 2 else -1
+
+    streamed_calls, n_events, unstreamed_calls = asyncio.run(measure())
+    assert streamed_calls <= n + 2 < n_events  # one wake-up per step, not per token per stream
+    assert unstreamed_calls == 1  # every delta and the end in one hand-over
+
+
+async def count_events(stream) -> int:  # noqa: ANN001
+    n = 0
+    async for _ in stream:
+        n += 1
+    return n
