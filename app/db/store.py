@@ -27,6 +27,7 @@ from app.db.records import (
     message_record,
     session_record,
 )
+from app.db.session_edits import SessionEdits
 
 # Execution option asking the SQLite engine for BEGIN IMMEDIATE (see make_engine).
 WRITE_OPTION = "kvchat_write"
@@ -103,7 +104,7 @@ def _check_ints(name: str, value: list[int] | None) -> None:
         raise ValueError(f"{name} must be a list of integers")
 
 
-class Store:
+class Store(SessionEdits):
     def __init__(self, url: str) -> None:
         self.url = url
         self.engine = make_engine(url)
@@ -207,8 +208,11 @@ class Store:
         timings: dict[str, Any] | None = None,
         finish_reason: str | None = None,
         error: str | None = None,
+        replace_from: int | None = None,
     ) -> MessageRecord:
-        """Append a message at seq = last + 1. Raises KeyError if the session does not exist."""
+        """Append a message at seq = last + 1. Raises KeyError if the session does not exist.
+        `replace_from`: first delete the messages from that seq on, in the same transaction
+        (regenerating a reply replaces the last turn, never loses it half-way)."""
         _check_choice("role", role, ROLES)
         _check_choice("status", status, STATUSES)
         _check_content(content)
@@ -225,6 +229,12 @@ class Store:
             )
             if conv is None:
                 raise KeyError(session_id)
+            if replace_from is not None:
+                s.execute(
+                    delete(Message).where(
+                        Message.session_id == session_id, Message.seq >= replace_from
+                    )
+                )
             last = s.scalar(select(func.max(Message.seq)).where(Message.session_id == session_id))
             now = utcnow()
             message = Message(
