@@ -5,10 +5,8 @@ from __future__ import annotations
 import logging
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
-from pathlib import Path
 
 from fastapi import FastAPI
-from fastapi.staticfiles import StaticFiles
 
 from app.config import Settings
 from app.db.store import Store
@@ -19,10 +17,10 @@ from app.api.metrics import EngineGauges, Metrics
 from app.chat.prompter import Prompter
 from app.api.routes import media, openai, sessions, system, tokens
 from app.api.services import Services
+from app.api.ui_files import mount_ui
 from app.chat.turn_cache import TurnCache
 
 log = logging.getLogger(__name__)
-FRONTEND = Path(__file__).resolve().parent.parent / "frontend"
 
 
 def create_app(settings: Settings | None = None) -> FastAPI:
@@ -74,6 +72,5 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.include_router(system.router)
     app.include_router(tokens.router)
     app.include_router(media.router)
-    if FRONTEND.is_dir():
-        app.mount("/", StaticFiles(directory=FRONTEND, html=True), name="frontend")
+    mount_ui(app)
     return app

@@ -183,10 +183,19 @@ def _check_sampling(sampling: dict[str, Any] | None) -> None:
     GenerationFields.model_validate(sampling)  # values are checked now, not per turn
 
 
+class ImportedMessage(BaseModel):
+    """A message of an imported conversation (the UI's export format)."""
+
+    role: Literal["user", "assistant"]
+    content: NulFreeText | list[ContentPart]
+
+
 class CreateSessionRequest(BaseModel):
     system_prompt: NulFreeText | None = None
     title: NulFreeText | None = Field(default=None, max_length=200)
     sampling: dict[str, Any] = Field(default_factory=dict)
+    # An imported history (export/import as JSON); a new session has none.
+    messages: list[ImportedMessage] = Field(default_factory=list, max_length=10000)
 
     @model_validator(mode="after")
     def _known_sampling(self) -> CreateSessionRequest:

@@ -132,8 +132,14 @@ class Store(SessionEdits):
         system_prompt: str | None = None,
         sampling: dict[str, Any] | None = None,
         title: str | None = None,
+        messages: list[tuple[str, str | list[dict[str, Any]]]] | None = None,
     ) -> SessionRecord:
+        """`messages`: (role, content) pairs of an imported conversation, stored as complete
+        turns (without reply token ids: their next prompt is tokenized from the text)."""
         _check_text("system_prompt", system_prompt)
+        for role, content in messages or []:
+            _check_choice("role", role, ROLES)
+            _check_content(content)
         _check_text("title", title)
         if sampling is not None and not isinstance(sampling, dict):
             raise ValueError("sampling must be an object")
@@ -146,9 +152,18 @@ class Store(SessionEdits):
             created_at=now,
             updated_at=now,
         )
+        rows = [
+            Message(session_id=conv.id, seq=i, role=role, content=content, status="complete")
+            for i, (role, content) in enumerate(messages or [])
+        ]
+        for row in rows:
+            row.created_at = now
         with self._tx(write=True) as s:
             s.add(conv)
-        return session_record(conv, 0)
+            s.flush()  # the conversation row first: the messages refer to it
+            s.add_all(rows)
+            s.flush()
+            return session_record(conv, len(rows), [message_record(m) for m in rows])
 
     def list_sessions(self, limit: int = 100, offset: int = 0) -> list[SessionRecord]:
         """Newest activity first; messages are not loaded (n_messages is)."""

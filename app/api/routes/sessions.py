@@ -92,8 +92,9 @@ async def _load(services: Services, session_id: str) -> SessionRecord:
 
 @router.post("", status_code=201)
 async def create_session(body: CreateSessionRequest, services: ServicesDep):
+    imported = [(m.role, m.model_dump()["content"]) for m in body.messages]
     s = await asyncio.to_thread(
-        services.store.create_session, body.system_prompt, body.sampling, body.title
+        services.store.create_session, body.system_prompt, body.sampling, body.title, imported
     )
     return JSONResponse(_session_json(s, with_messages=True), status_code=201)
 

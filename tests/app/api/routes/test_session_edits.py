@@ -127,3 +127,20 @@ def test_regenerate_without_a_user_message_is_refused(server: ServerProcess):
     r = call(server, "POST", f"/v1/sessions/{sid}/regenerate", {})
     assert r.status_code == 400 and "no user message" in r.json()["error"]["message"]
     assert messages(server, sid) == []
+
+
+def test_a_conversation_is_imported_with_its_history_and_continues(server: ServerProcess):
+    history = [
+        {"role": "user", "content": "My name is Ada."},
+        {"role": "assistant", "content": "Hello Ada."},
+    ]
+    sid = new_session(server, title="imported", messages=history)
+    got = messages(server, sid)
+    assert [(m["role"], m["content"], m["status"]) for m in got] == [
+        ("user", "My name is Ada.", "complete"),
+        ("assistant", "Hello Ada.", "complete"),
+    ]
+    out = say(server, sid, "What is my name?")
+    assert out["usage"]["prompt_tokens"] > 20  # the imported turns are in the prompt
+    bad = call(server, "POST", "/v1/sessions", {"messages": [{"role": "tool", "content": "x"}]})
+    assert bad.status_code == 400
