@@ -101,4 +101,6 @@ function App() {
 }
 
 applyTheme(localStorage.getItem("theme") || "auto");
-render(html`<${App} />`, document.getElementById("app"));
+const root = document.getElementById("app");
+root.textContent = ""; // the "Loading" placeholder
+render(html`<${App} />`, root);

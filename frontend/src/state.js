@@ -96,7 +96,7 @@ export function setRagCollections(id, ids) {
 async function runTurn(path, body, user) {
   const id = currentId.value;
   busy.value = true;
-  notice.value = null;
+  if (notice.value?.kind === "error") notice.value = null; // an info line (a branch's note) stays
   controller = new AbortController();
   const started = performance.now();
   live.value = { user, text: "", citations: null, status: "waiting", ttftMs: null };

@@ -22,7 +22,7 @@ export function CacheBar({ message, prefillRate }) {
   const saved = rate > 0 ? (1000 * cached) / rate : null;
   const pct = (n) => (prompt ? (100 * n) / prompt : 0);
   const source = SOURCES.find(([k]) => sources[k] > 0);
-  return html`<div class="cachebar" data-prompt=${prompt} data-cached=${cached}
+  return html`<div class="cachebar" data-prompt=${prompt} data-cached=${cached} data-completion=${usage.completion_tokens}
       data-source=${source ? source[0] : "none"}>
     <div class="bar" role="img"
       aria-label=${`${cached} of ${prompt} prompt tokens from cache${source ? ` (${source[1]})` : ""}`}>

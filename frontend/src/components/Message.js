@@ -66,7 +66,7 @@ export function Message({ message, isLastReply, givenUp, prefillRate, streaming 
   const role = message.role;
   const failed = message.status === "error";
   const classes = `message ${role}${failed ? " failed" : ""}${streaming ? " streaming" : ""}`;
-  return html`<article class=${classes} data-status=${message.status || (streaming ? "streaming" : "")}
+  return html`<article class=${classes} data-id=${message.id} data-status=${message.status || (streaming ? "streaming" : "")}
       aria-label=${role === "user" ? "You said" : "Assistant said"}>
     <div class="who">${role === "user" ? "You" : "Assistant"}</div>
     ${images(message.content).length > 0 &&

@@ -51,8 +51,10 @@ export function Sidebar() {
     e.target.value = "";
     if (file) await importSession(file).catch(showError);
   };
-  return html`<nav class=${`sidebar${sidebarOpen.value ? " open" : ""}`} aria-label="Conversations">
+  return html`<nav class=${`sidebar${sidebarOpen.value ? " open" : ""}`} aria-label="Conversations"
+      onKeyDown=${(e) => e.key === "Escape" && (sidebarOpen.value = false)}>
     <div class="sidebar-head">
+      <button class="icon close-sidebar" aria-label="Close conversations" onClick=${() => (sidebarOpen.value = false)}>✕</button>
       <button class="primary" onClick=${() => newSession().catch(showError)} disabled=${busy.value}>+ New chat</button>
       <label class="button" title="Import a conversation exported as JSON">
         Import<input type="file" accept="application/json,.json" hidden onChange=${onImport} />
