@@ -115,7 +115,7 @@ async function runTurn(path, body, user) {
         if (delta) {
           next.ttftMs ??= performance.now() - started;
           next.text += delta;
-          next.status = "streaming";
+          if (next.status !== "stopping") next.status = "streaming";
         }
         live.value = next;
       },
@@ -129,14 +129,15 @@ async function runTurn(path, body, user) {
   }
 }
 
-// After a turn (or Stop): read the session back until its last turn is stored. The server
-// stores a stopped reply once it notices the client went away, a moment after the abort.
+// After a turn: read the session back. After Stop, until the stopped reply is stored: the
+// server stores it once it notices the client went away, a moment after the abort.
 async function settle(id) {
+  const stopped = live.value?.status === "stopping";
   try {
     for (let i = 0; i < 40; i++) {
       const s = await api.session(id);
       const last = s.messages[s.messages.length - 1];
-      if (!last || last.role === "assistant" || live.value?.status === "waiting" || i === 39) {
+      if (!stopped || !last || last.role === "assistant" || i === 39) {
         if (currentId.value === id) current.value = s;
         break;
       }
