@@ -113,7 +113,11 @@ async function runTurn(path, body, user) {
         const next = { ...live.value };
         if (citations) next.citations = citations;
         if (delta) {
-          next.ttftMs ??= performance.now() - started;
+          const now = performance.now();
+          next.ttftMs ??= now - started;
+          next.firstAt ??= now;
+          next.lastAt = now;
+          next.pieces = (next.pieces || 0) + 1; // one token per delta from this server
           next.text += delta;
           if (next.status !== "stopping") next.status = "streaming";
         }

@@ -79,6 +79,7 @@ def test_stop_ends_a_long_reply_the_slot_is_freed_and_the_next_message_works(cha
     live = chat.page.locator("article.message.assistant.streaming .markdown")
     expect(live).not_to_be_empty(timeout=TIMEOUT_MS)
     expect(chat.send_button).to_be_disabled()  # no second message while a reply streams
+    expect(chat.page.locator(".live-figures")).to_contain_text("tok/s")  # live speed
     shot("chat-streaming")
     chat.stop_button.click()
     stopped = chat.page.locator("article.message.assistant[data-status=cancelled]")

@@ -43,6 +43,11 @@ export function Chat() {
       ${l?.user && html`<${Message} key="pending" message=${l.user} streaming=${true} />`}
       ${l && html`<${Message} key="live" streaming=${true}
         message=${{ role: "assistant", content: l.text, citations: l.citations, status: "" }} />`}
+      ${l?.ttftMs != null && html`<div class="live-figures" aria-hidden="true">
+        first token after ${Math.round(l.ttftMs)} ms${l.pieces > 1
+          ? ` · ${((1000 * (l.pieces - 1)) / Math.max(1, l.lastAt - l.firstAt)).toFixed(1)} tok/s`
+          : ""}</div>`}
+      <div class="sr-only" role="status">${l ? (l.status === "waiting" ? "Waiting for the reply" : "") : ""}</div>
       <div ref=${end}></div>
     </div>
     <${Composer} />
