@@ -43,7 +43,7 @@ def test_a_message_streams_its_answer_and_the_second_turn_shows_cached_tokens(ch
     chat.page.get_by_role("button", name="+ New chat").click()
     expect(chat.page.locator("header h1")).to_have_text("New chat")
     # Settings: a small max_tokens keeps the test short; it applies from the next message.
-    chat.page.get_by_role("button", name="Settings").click()
+    chat.page.get_by_role("button", name="Settings", exact=True).click()
     chat.page.get_by_label("Max tokens").fill("12")
     chat.page.get_by_role("button", name="Save", exact=True).click()
     expect(chat.page.locator(".notice")).to_contain_text("Settings saved")
@@ -186,7 +186,7 @@ def test_the_cache_panel_shows_which_conversation_holds_which_slot(chat: ChatPag
     sid = chat.create_session("slot owner")
     chat.open(sid)
     chat.say("Hello.")
-    chat.page.get_by_role("button", name="Cache").click()
+    chat.page.get_by_role("button", name="Cache", exact=True).click()
     slots = chat.page.locator("table.slots tbody tr")
     expect(slots).to_have_count(2)
     expect(chat.page.locator("table.slots")).to_contain_text("slot owner")
@@ -209,3 +209,25 @@ def test_phone_sized_window_and_dark_theme(chat: ChatPage, shot):
     bg = chat.page.evaluate("getComputedStyle(document.body).backgroundColor")
     assert bg == "rgb(20, 23, 28)"  # the dark palette
     shot("phone-dark-chat")
+
+
+def test_a_conversation_is_exported_and_imported_as_json(chat: ChatPage, tmp_path):
+    sid = chat.create_session("export me")
+    chat.open(sid)
+    chat.say("Name a planet.")
+    with chat.page.expect_download() as download:
+        chat.page.get_by_role("button", name="Export", exact=True).click()
+    path = tmp_path / "export.json"
+    download.value.save_as(path)
+    data = json.loads(path.read_text())
+    assert data["title"] == "export me" and [m["role"] for m in data["messages"]] == [
+        "user",
+        "assistant",
+    ]
+    chat.page.locator(".sidebar input[type=file]").set_input_files(str(path))
+    expect(chat.page.locator(".session.active")).not_to_have_attribute("data-id", sid)
+    expect(chat.replies).to_have_count(1)
+    imported = re.search(r"#/s/([0-9a-f]+)", chat.page.url)
+    assert imported and imported.group(1) != sid
+    got = chat.stored(imported.group(1))
+    assert [m["content"] for m in got] == [m["content"] for m in data["messages"]]

@@ -50,7 +50,7 @@ export function Composer() {
       )}
     </ul>`}
     <div class="row">
-      <label class="button icon" title="Attach images (or paste, or drop them here)">
+      <label class="button" title="Attach images (or paste, or drop them here)">
         Image<span class="sr-only">: attach images</span>
         <input type="file" accept="image/*" multiple hidden
           onChange=${(e) => (attach([...e.target.files]), (e.target.value = ""))} />

@@ -33,7 +33,7 @@ function SessionItem({ s }) {
       </form>
     </li>`;
   }
-  return html`<li class=${`session${active ? " active" : ""}`}>
+  return html`<li class=${`session${active ? " active" : ""}`} data-id=${s.id}>
     <button class="open" aria-current=${active ? "page" : undefined} disabled=${busy.value && !active}
       onClick=${() => openSession(s.id)}>
       <span class="title">${title}</span>
