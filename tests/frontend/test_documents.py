@@ -36,7 +36,7 @@ def test_upload_a_document_ask_and_open_a_citation(
     sid = chat.create_session("documents", max_tokens=16)
     chat.open(sid)
     page.get_by_role("button", name="Documents", exact=True).click()
-    panel = page.get_by_role("region", name="Documents")
+    panel = page.get_by_role("region", name="Documents", exact=True)
     panel.get_by_label("New collection name").fill("mascots")
     panel.get_by_role("button", name="Create").click()
     collection = panel.locator("li.collection").filter(has_text="mascots")

@@ -224,7 +224,7 @@ def test_documents_panel_uploads_shows_progress_and_answers_from_a_collection(
     api = FakeApi()
     open_fake(page, static_url, api)
     page.get_by_role("button", name="Documents", exact=True).click()
-    panel = page.get_by_role("region", name="Documents")
+    panel = page.get_by_role("region", name="Documents", exact=True)
     expect(panel).to_contain_text("notes")
     doc = tmp_path / "handbook.pdf"
     doc.write_bytes(b"%PDF-1.4 fake")
