@@ -8,17 +8,17 @@ from contextlib import asynccontextmanager
 
 from fastapi import FastAPI
 
-from app.config import Settings
-from app.db.store import Store
-from app.engine.engine import Engine
 from app.api.errors import install_error_handlers
-from app.media.media_store import MediaStore, media_root
 from app.api.metrics import EngineGauges, Metrics
-from app.chat.prompter import Prompter
 from app.api.routes import media, openai, sessions, system, tokens
 from app.api.services import Services
 from app.api.ui_files import mount_ui
+from app.chat.prompter import Prompter
 from app.chat.turn_cache import TurnCache
+from app.config import Settings
+from app.db.store import Store
+from app.engine.engine import Engine
+from app.media.media_store import MediaStore, media_root
 
 log = logging.getLogger(__name__)
 
