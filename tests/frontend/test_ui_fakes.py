@@ -69,6 +69,7 @@ class FakeApi:
     def __init__(self, stream_error: str | None = None) -> None:
         self.messages: list[dict] = []
         self.sent: list[dict] = []
+        self.patches: list[dict] = []
         self.stream_error = stream_error
         self.collections = [{"id": "col-1", "object": "collection", "name": "notes"}]
         self.documents: list[dict] = []
@@ -94,6 +95,7 @@ class FakeApi:
         if key == ("GET", f"v1/sessions/{SID}"):
             return self.json(route, self.session())
         if key == ("PATCH", f"v1/sessions/{SID}"):
+            self.patches.append(json.loads(req.post_data or "{}"))
             return self.json(route, self.session())
         if key == ("POST", f"v1/sessions/{SID}/messages"):
             return self.reply(route, json.loads(req.post_data or "{}"))
@@ -241,3 +243,32 @@ def test_documents_panel_uploads_shows_progress_and_answers_from_a_collection(
     page.once("dialog", lambda d: d.accept())
     panel.get_by_role("button", name="Delete handbook.pdf").click()
     expect(row).to_have_count(0)
+
+
+def test_shift_enter_is_a_new_line_and_enter_sends(page: Page, static_url: str):
+    api = FakeApi()
+    open_fake(page, static_url, api)
+    box = page.get_by_role("textbox", name="Message", exact=True)
+    box.fill("first line")
+    box.press("Shift+Enter")
+    box.press_sequentially("second line")
+    expect(box).to_have_value("first line\nsecond line")
+    assert api.sent == []
+    box.press("Enter")
+    expect(page.locator("article.message.user")).to_contain_text("second line")
+    expect(box).to_have_value("")
+    expect(page.locator(".cachebar")).to_have_count(1)  # the reply came back
+    assert api.sent[0]["content"] == "first line\nsecond line"
+
+
+def test_a_preset_fills_the_settings_and_saving_sends_them(page: Page, static_url: str):
+    api = FakeApi()
+    open_fake(page, static_url, api)
+    page.get_by_role("button", name="Settings", exact=True).click()
+    page.get_by_label("Preset").select_option("Precise")
+    expect(page.get_by_label("Max tokens")).to_have_value("256")
+    expect(page.get_by_label("System prompt")).to_have_value(re.compile("precise assistant"))
+    page.get_by_role("button", name="Save", exact=True).click()
+    expect(page.locator(".notice")).to_contain_text("Settings saved")
+    assert api.patches[-1]["sampling"] == {"max_tokens": 256, "temperature": 0.2}
+    assert api.patches[-1]["system_prompt"].startswith("You are a precise assistant")
