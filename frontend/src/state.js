@@ -93,6 +93,7 @@ export function setRagCollections(id, ids) {
 
 // Runs one streamed turn: `path` is messages or regenerate; `user` the user message shown
 // meanwhile (null: the last one stays). The reply and its figures are read back afterwards.
+// False when the server refused the request before anything was stored.
 async function runTurn(path, body, user) {
   const id = currentId.value;
   busy.value = true;
@@ -100,6 +101,7 @@ async function runTurn(path, body, user) {
   controller = new AbortController();
   const started = performance.now();
   live.value = { user, text: "", citations: null, status: "waiting", ttftMs: null };
+  let refused = false;
   const rag = ragCollections(id);
   if (rag.length) body = { ...body, rag: { collection_ids: rag } };
   try {
@@ -127,10 +129,13 @@ async function runTurn(path, body, user) {
     );
   } catch (e) {
     if (e.name !== "AbortError") showError(e);
+    // Refused before anything streamed (bad input, queue full): nothing was stored.
+    refused = e instanceof ApiError && live.value?.status === "waiting";
   } finally {
     controller = null;
     await settle(id);
   }
+  return !refused;
 }
 
 // After a turn: read the session back. After Stop, until the stopped reply is stored: the
@@ -170,6 +175,7 @@ export async function send(text) {
         ...(text.trim() ? [{ type: "text", text }] : []),
       ]
     : text;
+  const attached = attachments.value;
   attachments.value = [];
   const s = current.value;
   if (s.title === "New chat" && s.messages.length === 0 && text.trim()) {
@@ -177,8 +183,9 @@ export async function send(text) {
     api.updateSession(s.id, { title }).then(loadSessions, () => {});
     current.value = { ...s, title };
   }
-  await runTurn("messages", { content }, { role: "user", content });
-  return true;
+  const ok = await runTurn("messages", { content }, { role: "user", content });
+  if (!ok) attachments.value = attached; // refused: the message stays in the box to fix
+  return ok;
 }
 
 export async function regenerate() {

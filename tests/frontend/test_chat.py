@@ -135,6 +135,9 @@ def test_a_server_error_shows_as_an_error_with_the_servers_message(chat: ChatPag
     expect(chat.error).to_have_attribute("role", "alert")
     expect(chat.send_button).to_be_enabled()
     assert chat.page.locator("article.message.assistant").count() == 0  # not shown as a reply
+    # Nothing is lost: the message and its image stay in the composer to fix or resend.
+    expect(chat.box).to_have_value("What is in this picture?")
+    expect(chat.page.locator(".attachments li[data-status=ready]")).to_have_count(1)
     assert chat.stored(sid) == []  # refused before anything was stored
     shot("chat-error")
 
