@@ -1,6 +1,6 @@
 // Application state (signals) and the actions that change it. The server is the truth: after
 // every turn the session is read back, so what a reload shows is what the user saw.
-import { computed, signal } from "@preact/signals";
+import { batch, computed, signal } from "@preact/signals";
 import { ApiError, api, stream, uploadMedia } from "./api.js";
 import { presetDefaults } from "./presets.js";
 
@@ -139,26 +139,27 @@ async function runTurn(path, body, user) {
 }
 
 // After a turn: read the session back. After Stop, until the stopped reply is stored: the
-// server stores it once it notices the client went away, a moment after the abort.
+// server stores it once it notices the client went away, a moment after the abort. The stored
+// turn replaces the live one in one update, so nothing shows twice.
 async function settle(id) {
   const stopped = live.value?.status === "stopping";
+  let s = null;
   try {
     for (let i = 0; i < 40; i++) {
-      const s = await api.session(id);
+      s = await api.session(id);
       const last = s.messages[s.messages.length - 1];
-      if (!stopped || !last || last.role === "assistant" || i === 39) {
-        if (currentId.value === id) current.value = s;
-        break;
-      }
+      if (!stopped || !last || last.role === "assistant") break;
       await new Promise((r) => setTimeout(r, 250));
     }
-    await loadSessions();
   } catch (e) {
     showError(e);
-  } finally {
+  }
+  batch(() => {
+    if (s && currentId.value === id) current.value = s;
     live.value = null;
     busy.value = false;
-  }
+  });
+  await loadSessions().catch(showError);
 }
 
 export async function send(text) {
