@@ -31,13 +31,21 @@ class UIFiles(StaticFiles):
         return response
 
 
-def mount_ui(app: FastAPI, directory: Path = UI_DIR) -> bool:
-    """Serve the UI at / when it is built; otherwise the API alone, and a log line says so."""
+def built_ui(directory: Path = UI_DIR) -> UIFiles | None:
+    """The UI's files, or None (and a log line: the server then serves the API only) when the
+    UI is not built."""
     if not (directory / "index.html").is_file():
         log.warning(
             "web UI not built (%s missing): serving the API only; `make frontend` builds it",
             directory / "index.html",
         )
-        return False
-    app.mount("/", UIFiles(directory=directory, html=True), name="frontend")
-    return True
+        return None
+    return UIFiles(directory=directory, html=True)
+
+
+def mount_ui(app: FastAPI, directory: Path = UI_DIR) -> bool:
+    """Serve the UI at / when it is built; True if it is."""
+    files = built_ui(directory)
+    if files is not None:
+        app.mount("/", files, name="frontend")
+    return files is not None
