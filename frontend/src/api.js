@@ -9,6 +9,16 @@ export class ApiError extends Error {
   }
 }
 
+// An API key (servers started with keys need `Authorization: Bearer KEY` on every API call);
+// kept in this browser. `onUnauthorized` is told when the server asks for one.
+const KEY = "kvchat.apiKey";
+export const auth = {
+  key: () => localStorage.getItem(KEY) || "",
+  setKey: (key) => (key ? localStorage.setItem(KEY, key) : localStorage.removeItem(KEY)),
+  headers: () => (auth.key() ? { Authorization: `Bearer ${auth.key()}` } : {}),
+  onUnauthorized: () => {},
+};
+
 async function errorOf(resp) {
   let body = null;
   try {
@@ -17,11 +27,12 @@ async function errorOf(resp) {
     /* not JSON */
   }
   const message = body?.error?.message || body?.detail || `${resp.status} ${resp.statusText}`;
+  if (resp.status === 401) auth.onUnauthorized(message);
   return new ApiError(message, resp.status, body);
 }
 
 export async function call(method, path, body) {
-  const init = { method, headers: {} };
+  const init = { method, headers: auth.headers() };
   if (body !== undefined) {
     init.headers["Content-Type"] = "application/json";
     init.body = JSON.stringify(body);
@@ -50,7 +61,7 @@ export const api = {
 export async function uploadMedia(file) {
   const resp = await fetch("v1/media", {
     method: "POST",
-    headers: { "Content-Type": file.type || "application/octet-stream" },
+    headers: { ...auth.headers(), "Content-Type": file.type || "application/octet-stream" },
     body: file,
   });
   if (!resp.ok) throw await errorOf(resp);
@@ -62,6 +73,7 @@ export function uploadDocument(collectionId, file, onProgress) {
   return new Promise((resolve, reject) => {
     const xhr = new XMLHttpRequest();
     xhr.open("POST", `v1/collections/${collectionId}/documents`);
+    if (auth.key()) xhr.setRequestHeader("Authorization", `Bearer ${auth.key()}`);
     xhr.upload.onprogress = (e) => e.lengthComputable && onProgress(e.loaded / e.total);
     xhr.onerror = () => reject(new ApiError("the upload failed: network error", 0, null));
     xhr.onload = () => {
@@ -71,6 +83,7 @@ export function uploadDocument(collectionId, file, onProgress) {
       } catch {
         /* not JSON */
       }
+      if (xhr.status === 401) auth.onUnauthorized(body?.error?.message || "an API key is needed");
       if (xhr.status >= 200 && xhr.status < 300) resolve(body);
       else reject(new ApiError(body?.error?.message || `upload failed (${xhr.status})`, xhr.status, body));
     };
@@ -86,7 +99,7 @@ export function uploadDocument(collectionId, file, onProgress) {
 export async function stream(path, body, onEvent, signal) {
   const resp = await fetch(path, {
     method: "POST",
-    headers: { "Content-Type": "application/json" },
+    headers: { ...auth.headers(), "Content-Type": "application/json" },
     body: JSON.stringify({ ...body, stream: true, stream_options: { include_usage: true } }),
     signal,
   });

@@ -14,14 +14,13 @@ import {
   busy,
   current,
   exportSession,
-  loadSessions,
-  newSession,
+  keyNeeded,
   notice,
   openSession,
   panel,
-  sessions,
-  showError,
   sidebarOpen,
+  start,
+  applyKey,
 } from "./state.js";
 
 const THEMES = ["auto", "light", "dark"];
@@ -70,22 +69,26 @@ function Notice() {
   </div>`;
 }
 
+function KeyForm() {
+  if (!keyNeeded.value) return null;
+  const submit = (e) => {
+    e.preventDefault();
+    applyKey(new FormData(e.target).get("key"));
+  };
+  return html`<form class="notice keyform" role="alert" onSubmit=${submit}>
+    <span>${keyNeeded.value}</span>
+    <input name="key" type="password" aria-label="API key" placeholder="API key" autocomplete="off" required />
+    <button type="submit" class="primary">Use key</button>
+  </form>`;
+}
+
 function App() {
   useEffect(() => {
     const fromHash = () => {
       const m = location.hash.match(/^#\/s\/([0-9a-f]+)$/);
       if (m && m[1] !== current.value?.id) openSession(m[1]);
     };
-    (async () => {
-      try {
-        await loadSessions();
-        if (/^#\/s\//.test(location.hash)) fromHash();
-        else if (sessions.value.length) await openSession(sessions.value[0].id);
-        else await newSession();
-      } catch (e) {
-        showError(e);
-      }
-    })();
+    start();
     addEventListener("hashchange", fromHash);
     return () => removeEventListener("hashchange", fromHash);
   }, []);
@@ -93,6 +96,7 @@ function App() {
     <${Sidebar} />
     <main>
       <${Header} />
+      <${KeyForm} />
       <${Notice} />
       <${Chat} />
     </main>

@@ -1,7 +1,7 @@
 // Application state (signals) and the actions that change it. The server is the truth: after
 // every turn the session is read back, so what a reload shows is what the user saw.
 import { batch, computed, signal } from "@preact/signals";
-import { ApiError, api, stream, uploadMedia } from "./api.js";
+import { ApiError, api, auth, stream, uploadMedia } from "./api.js";
 import { presetDefaults } from "./presets.js";
 
 export const sessions = signal([]);
@@ -12,9 +12,36 @@ export const notice = signal(null); // {kind: "error"|"info", text}
 export const attachments = signal([]); // [{id, url, name, status, error}]
 export const panel = signal(null); // "settings" | "cache" | "documents" | null
 export const sidebarOpen = signal(false);
+
+export const keyNeeded = signal(null); // the server's 401 message: ask for an API key
 let controller = null;
 
 export const currentId = computed(() => current.value?.id ?? null);
+
+auth.onUnauthorized = (message) => {
+  keyNeeded.value = message;
+};
+
+// First load, and again once an API key is given: the sessions, then the one in the URL (or
+// the newest, or a new one).
+export async function start() {
+  try {
+    await loadSessions();
+    const m = location.hash.match(/^#\/s\/([0-9a-f]+)$/);
+    if (m) await openSession(m[1]);
+    else if (sessions.value.length) await openSession(sessions.value[0].id);
+    else await newSession();
+  } catch (e) {
+    if (!(e instanceof ApiError && e.status === 401)) showError(e);
+  }
+}
+
+export async function applyKey(key) {
+  auth.setKey(key.trim());
+  keyNeeded.value = null;
+  notice.value = null;
+  await start();
+}
 
 export function showError(e) {
   notice.value = { kind: "error", text: e instanceof Error ? e.message : String(e) };

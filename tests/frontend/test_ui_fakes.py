@@ -66,7 +66,8 @@ def static_url() -> Iterator[str]:
 class FakeApi:
     """Sessions, messages and documents in memory, answering as the real API does."""
 
-    def __init__(self, stream_error: str | None = None) -> None:
+    def __init__(self, stream_error: str | None = None, key: str | None = None) -> None:
+        self.key = key
         self.messages: list[dict] = []
         self.sent: list[dict] = []
         self.patches: list[dict] = []
@@ -89,6 +90,9 @@ class FakeApi:
     def handle(self, route: Route) -> None:
         req = route.request
         path = re.sub(r"^https?://[^/]+/", "", req.url).split("?")[0]
+        if self.key and req.headers.get("authorization") != f"Bearer {self.key}":
+            message = "this server needs an API key: send Authorization: Bearer KEY"
+            return self.json(route, {"error": {"message": message, "code": "no_key"}}, 401)
         key = (req.method, path)
         if key == ("GET", "v1/sessions"):
             return self.json(route, {"object": "list", "data": [self.session()]})
@@ -272,3 +276,21 @@ def test_a_preset_fills_the_settings_and_saving_sends_them(page: Page, static_ur
     expect(page.locator(".notice")).to_contain_text("Settings saved")
     assert api.patches[-1]["sampling"] == {"max_tokens": 256, "temperature": 0.2}
     assert api.patches[-1]["system_prompt"].startswith("You are a precise assistant")
+
+
+def test_a_server_with_api_keys_asks_for_one_and_it_is_sent(page: Page, static_url: str):
+    api = FakeApi(key="sk-test")
+    page.set_viewport_size({"width": 1280, "height": 800})
+    page.route(re.compile(r".*/(v1/|slots|cache).*"), api.handle)
+    page.goto(f"{static_url}/#/s/{SID}")
+    form = page.locator("form.keyform")
+    expect(form).to_contain_text("needs an API key")
+    form.get_by_label("API key").fill("sk-test")
+    form.get_by_role("button", name="Use key").click()
+    expect(page.locator("header h1")).to_have_text("fake")
+    expect(form).to_have_count(0)
+    send(page, "Hello")
+    expect(page.locator(".cachebar")).to_have_count(1)
+    assert api.sent  # accepted: it carried the key
+    page.reload()  # the key is kept in this browser
+    expect(page.locator("article.message.assistant")).to_have_count(1)

@@ -1,6 +1,7 @@
 // One message of the history: Markdown, image thumbnails, status, the cache figures, citations,
 // and its actions (copy; edit into a new branch for user messages; regenerate the last reply).
-import { useMemo, useState } from "preact/hooks";
+import { useEffect, useMemo, useState } from "preact/hooks";
+import { auth } from "../api.js";
 import { html } from "../html.js";
 import { renderMarkdown } from "../markdown.js";
 import { busy, editAsBranch, regenerate, showError } from "../state.js";
@@ -19,6 +20,21 @@ function images(content) {
     if (p.type === "image_url") return [p.image_url.url];
     return [];
   });
+}
+
+// An uploaded image; with an API key it is fetched with the key (an <img src> cannot send one).
+function MediaImage({ src }) {
+  const [url, setUrl] = useState(auth.key() && src.startsWith("v1/") ? null : src);
+  useEffect(() => {
+    if (url) return undefined;
+    let object = null;
+    fetch(src, { headers: auth.headers() })
+      .then((r) => (r.ok ? r.blob() : Promise.reject(new Error(r.statusText))))
+      .then((blob) => setUrl((object = URL.createObjectURL(blob))))
+      .catch(() => {});
+    return () => object && URL.revokeObjectURL(object);
+  }, [src]);
+  return url ? html`<img class="thumb" src=${url} alt="attached image" />` : html`<span class="thumb"></span>`;
 }
 
 async function copy(text) {
@@ -70,7 +86,7 @@ export function Message({ message, isLastReply, givenUp, prefillRate, streaming 
       aria-label=${role === "user" ? "You said" : "Assistant said"}>
     <div class="who">${role === "user" ? "You" : "Assistant"}</div>
     ${images(message.content).length > 0 &&
-    html`<div class="thumbs">${images(message.content).map((src) => html`<img class="thumb" src=${src} alt="attached image" />`)}</div>`}
+    html`<div class="thumbs">${images(message.content).map((src) => html`<${MediaImage} key=${src} src=${src} />`)}</div>`}
     ${editing
       ? html`<${Editor} message=${message} givenUp=${givenUp} onDone=${() => setEditing(false)} />`
       : role === "user"
