@@ -208,7 +208,7 @@ def test_phone_sized_window_and_dark_theme(chat: ChatPage, shot):
     chat.say("Hi.")
     expect(chat.page.locator("nav.sidebar")).not_to_be_in_viewport()
     chat.page.get_by_role("button", name="Conversations", exact=True).click()
-    expect(chat.page.locator("nav.sidebar")).to_be_in_viewport()
+    expect(chat.page.locator("nav.sidebar")).to_be_in_viewport(ratio=1)  # slid all the way in
     shot("phone-dark-sidebar")
     chat.page.get_by_role("button", name="Close conversations").click()
     expect(chat.page.locator("nav.sidebar")).not_to_be_in_viewport()
