@@ -5,7 +5,7 @@ build/screenshots/ for review."""
 from __future__ import annotations
 
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -42,3 +42,12 @@ def shot(page: Page) -> Callable[[str], Path]:
         return path
 
     return take
+
+
+@pytest.fixture
+def page(page: Page) -> Iterator[Page]:
+    """pytest-playwright's page, failing the test on any uncaught error in the page's script."""
+    errors: list[str] = []
+    page.on("pageerror", lambda e: errors.append(str(e)))
+    yield page
+    assert not errors, f"errors in the page: {errors}"
