@@ -1,9 +1,11 @@
 // Citations under an answer: numbered chips that open the cited passage with file and page.
-import { useState } from "preact/hooks";
+import { useEffect, useRef, useState } from "preact/hooks";
 import { html } from "../html.js";
 
 export function Citations({ citations }) {
   const [open, setOpen] = useState(null);
+  const passage = useRef(null);
+  useEffect(() => passage.current?.focus(), [open]); // keyboard users land on the passage
   if (!citations?.length) return null;
   const c = open === null ? null : citations[open];
   return html`<div class="citations">
@@ -15,7 +17,7 @@ export function Citations({ citations }) {
       </button>`,
     )}
     ${c &&
-    html`<div class="passage" role="dialog" aria-label=${`Source ${c.index ?? open + 1}`}
+    html`<div class="passage" role="dialog" tabindex="-1" ref=${passage} aria-label=${`Source ${c.index ?? open + 1}`}
         onKeyDown=${(e) => e.key === "Escape" && setOpen(null)}>
       <div class="passage-head">
         <strong>[${c.index ?? open + 1}] ${c.filename}</strong>
