@@ -14,12 +14,29 @@ from app.config import Settings
 
 
 def parse_args(argv: list[str] | None = None) -> dict[str, object]:
-    p = argparse.ArgumentParser(prog="python -m app", description=__doc__)
+    p = argparse.ArgumentParser(prog="python -m app", description=__doc__, allow_abbrev=False)
     p.add_argument("-m", "--model", help="GGUF model path (default: the packaged SmolLM2)")
     p.add_argument("-a", "--alias", dest="model_alias", help="model name shown to clients")
     p.add_argument("-c", "--ctx-size", type=int, help="total context (KV cells), all slots")
     p.add_argument("-np", "--parallel", type=int, help="number of slots")
-    p.add_argument("-t", "--threads", type=int)
+    p.add_argument("-t", "--threads", type=int, help="threads for generation")
+    p.add_argument(
+        "-tb", "--threads-batch", type=int, help="threads for prompt processing (default: -t)"
+    )
+    p.add_argument(
+        "-ngl",
+        "--n-gpu-layers",
+        "--gpu-layers",
+        dest="n_gpu_layers",
+        type=int,
+        help="layers on the GPU (default: all when the build has a GPU backend)",
+    )
+    p.add_argument("-fa", "--flash-attn", choices=["on", "off", "auto"], help="default auto")
+    kv_types = ["f32", "f16", "bf16", "q8_0", "q4_0", "q4_1", "iq4_nl", "q5_0", "q5_1"]
+    p.add_argument("-ctk", "--cache-type-k", choices=kv_types, help="KV cache type of K")
+    p.add_argument("-ctv", "--cache-type-v", choices=kv_types, help="KV cache type of V")
+    p.add_argument("--no-mmap", dest="mmap", action="store_false", default=None)
+    p.add_argument("--mlock", action="store_true", default=None, help="keep the model in RAM")
     p.add_argument("-b", "--batch-size", type=int)
     p.add_argument("-ub", "--ubatch-size", type=int)
     p.add_argument("--host")

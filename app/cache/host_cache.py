@@ -53,6 +53,8 @@ class HostCacheStats:
     tokens: int
     budget_bytes: int
     budget_tokens: int | None
+    # Measured over the entries: what one cached token costs with the KV type in use (-ctk/-ctv).
+    bytes_per_token: float = 0.0
 
 
 class HostCache:
@@ -144,6 +146,7 @@ class HostCache:
             self.tokens_used,
             self.budget_bytes,
             self.budget_tokens,
+            self.bytes_used / self.tokens_used if self.tokens_used else 0.0,
         )
 
     def _room_for(self, n_bytes: int, n_tokens: int) -> bool:

@@ -13,7 +13,15 @@ class EngineConfig:
     model_path: str
     n_ctx: int = 8192  # total KV cells, shared by all slots (unified KV)
     n_parallel: int = 4  # slots == KV sequences
-    n_threads: int = 2
+    n_threads: int = 2  # generation (one token per slot per step)
+    n_threads_batch: int | None = None  # prompt processing; None = n_threads (llama-server's -tb)
+    # Layers offloaded to a GPU: -1 = all when the build has a GPU backend, else none.
+    n_gpu_layers: int = -1
+    flash_attn: str = "auto"  # on | off | auto (llama.cpp decides per device)
+    cache_type_k: str = "f16"  # KV cache types: q8_0 halves the bytes of each cached token
+    cache_type_v: str = "f16"
+    use_mmap: bool = True
+    use_mlock: bool = False
     n_batch: int = 512  # max tokens put into one llama_decode
     n_ubatch: int = 512
     cache_prompt: bool = True  # server default for requests that do not say

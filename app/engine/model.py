@@ -45,6 +45,37 @@ class ModelError(RuntimeError):
     pass
 
 
+# llama-server's -ctk/-ctv choices.
+KV_TYPES = {
+    "f32": llama_cpp.GGML_TYPE_F32,
+    "f16": llama_cpp.GGML_TYPE_F16,
+    "bf16": 30,  # GGML_TYPE_BF16 (llama_cpp does not export its name)
+    "q8_0": llama_cpp.GGML_TYPE_Q8_0,
+    "q4_0": llama_cpp.GGML_TYPE_Q4_0,
+    "q4_1": llama_cpp.GGML_TYPE_Q4_1,
+    "iq4_nl": llama_cpp.GGML_TYPE_IQ4_NL,
+    "q5_0": llama_cpp.GGML_TYPE_Q5_0,
+    "q5_1": llama_cpp.GGML_TYPE_Q5_1,
+}
+FLASH_ATTN = {
+    "auto": llama_cpp.LLAMA_FLASH_ATTN_TYPE_AUTO,
+    "on": llama_cpp.LLAMA_FLASH_ATTN_TYPE_ENABLED,
+    "off": llama_cpp.LLAMA_FLASH_ATTN_TYPE_DISABLED,
+}
+
+
+def gpu_offload_supported() -> bool:
+    """Whether this llama.cpp build has a GPU backend (CUDA, Vulkan, Metal, ...)."""
+    return bool(llama_cpp.llama_supports_gpu_offload())
+
+
+def _load_mode(use_mmap: bool, use_mlock: bool) -> int:
+    # This llama.cpp folds llama-server's --no-mmap / --mlock into one load mode.
+    if use_mlock:
+        return llama_cpp.LLAMA_LOAD_MODE_MMAP_MLOCK if use_mmap else llama_cpp.LLAMA_LOAD_MODE_MLOCK
+    return llama_cpp.LLAMA_LOAD_MODE_AUTO if use_mmap else llama_cpp.LLAMA_LOAD_MODE_NONE
+
+
 class Model:
     def __init__(self, config: EngineConfig) -> None:
         # The first decode claims the model for its thread; a decode from any other raises.
@@ -52,7 +83,10 @@ class Model:
         _install_log_callback(config.verbose)
         llama_cpp.llama_backend_init()
         mparams = llama_cpp.llama_model_default_params()
-        mparams.n_gpu_layers = 0
+        ngl = config.n_gpu_layers
+        self.n_gpu_layers = (999 if gpu_offload_supported() else 0) if ngl < 0 else ngl
+        mparams.n_gpu_layers = self.n_gpu_layers
+        mparams.load_mode = _load_mode(config.use_mmap, config.use_mlock)
         if _cpu_has_amx_kernels():
             mparams.use_extra_bufts = False
         self._model = llama_cpp.llama_model_load_from_file(config.model_path.encode(), mparams)
@@ -66,14 +100,23 @@ class Model:
         cparams.n_ubatch = config.n_ubatch
         cparams.n_seq_max = config.n_parallel
         cparams.n_threads = config.n_threads
-        cparams.n_threads_batch = config.n_threads
+        cparams.n_threads_batch = config.n_threads_batch or config.n_threads
+        try:
+            cparams.type_k = KV_TYPES[config.cache_type_k]
+            cparams.type_v = KV_TYPES[config.cache_type_v]
+            cparams.flash_attn_type = FLASH_ATTN[config.flash_attn]
+        except KeyError as e:
+            llama_cpp.llama_model_free(self._model)
+            raise ModelError(f"unknown KV cache type or flash-attention mode {e}") from None
         cparams.kv_unified = True
         cparams.swa_full = config.swa_full
         cparams.no_perf = True
         self._ctx = llama_cpp.llama_init_from_model(self._model, cparams)
         if not self._ctx:
             llama_cpp.llama_model_free(self._model)
-            raise ModelError("failed to create llama context")
+            quantized_v = config.cache_type_v not in ("f32", "f16", "bf16")
+            hint = " (a quantized V cache needs flash attention: -fa on)" if quantized_v else ""
+            raise ModelError(f"failed to create llama context{hint}")
         self._mem = llama_cpp.llama_get_memory(self._ctx)
 
         self.path = config.model_path

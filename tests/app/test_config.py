@@ -34,3 +34,36 @@ def test_invalid_settings_are_refused():
 def test_batch_must_hold_a_token_for_every_slot():
     with pytest.raises(ValueError, match="batch-size"):
         Settings(**parse_args(["-np", "8", "-b", "4"]))
+
+
+def test_llama_server_threads_gpu_and_memory_flags_reach_the_engine_config():
+    args = [
+        "-t",
+        "2",
+        "-tb",
+        "1",
+        "-ngl",
+        "0",
+        "-fa",
+        "on",
+        "-ctk",
+        "q8_0",
+        "-ctv",
+        "q4_0",
+        "--no-mmap",
+        "--mlock",
+    ]
+    config = Settings(**parse_args(args)).engine_config()
+    assert (config.n_threads, config.n_threads_batch, config.n_gpu_layers) == (2, 1, 0)
+    assert (config.flash_attn, config.cache_type_k, config.cache_type_v) == ("on", "q8_0", "q4_0")
+    assert (config.use_mmap, config.use_mlock) == (False, True)
+    default = Settings(**parse_args([])).engine_config()
+    assert default.n_threads_batch is None and default.n_gpu_layers == -1  # -tb = -t; GPU: all
+    assert (default.flash_attn, default.cache_type_k, default.use_mmap) == ("auto", "f16", True)
+
+
+def test_flags_are_never_abbreviated_and_bad_values_are_refused():
+    with pytest.raises(SystemExit):
+        parse_args(["--thread", "2"])  # llama-server's names only, no prefixes
+    with pytest.raises(SystemExit):
+        parse_args(["-ctk", "q3_k"])
