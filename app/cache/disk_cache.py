@@ -41,6 +41,7 @@ class DiskEntry:
     sha256: str
     file_bytes: int = 0  # the whole file: what counts against the budget
     last_used: float = 0.0  # time.time() of the last store or restore (mtime at start-up)
+    documents: frozenset[str] = frozenset()  # documents whose chunks the state holds
 
 
 class DiskCache:
@@ -73,6 +74,7 @@ class DiskCache:
                 header.sha256,
                 stat.st_size,
                 stat.st_mtime,
+                header.documents,
             )
         )
 
@@ -81,10 +83,16 @@ class DiskCache:
         self.total_bytes += entry.file_bytes
         self.index.set(entry.path.name, entry.salt, entry.tokens)
 
-    def store(self, salt: str, tokens: TokenSequence, data: bytes) -> None:
+    def store(
+        self,
+        salt: str,
+        tokens: TokenSequence,
+        data: bytes,
+        documents: frozenset[str] = frozenset(),
+    ) -> None:
         """Write an entry in the background; entries it wholly contains are deleted. An entry
         larger than the whole budget is not written; older entries make room for a new one."""
-        header = state_file.encode_header(salt, tokens, data, self.model)
+        header = state_file.encode_header(salt, tokens, data, self.model, documents)
         name = (
             hashlib.sha256(
                 json.dumps([self.model, salt, header["tokens"], header["media"]]).encode()
@@ -103,7 +111,14 @@ class DiskCache:
             if n == len(self.entries[other].tokens):
                 self._delete(other)
         entry = DiskEntry(
-            self.dir / name, salt, tokens.copy(), len(data), header["sha256"], size, time.time()
+            self.dir / name,
+            salt,
+            tokens.copy(),
+            len(data),
+            header["sha256"],
+            size,
+            time.time(),
+            documents,
         )
         self._add(entry)
         self._writer.submit(state_file.write, entry.path, head, data)
@@ -125,6 +140,13 @@ class DiskCache:
             log.warning("cache file %s unreadable: %s", entry.path.name, e)
         self._delete(entry.path.name)
         return None
+
+    def forget_documents(self, documents: set[str]) -> int:
+        """Delete every file holding a chunk of these documents; returns how many."""
+        gone = [name for name, e in self.entries.items() if e.documents & documents]
+        for name in gone:
+            self._delete(name)
+        return len(gone)
 
     def clear(self) -> None:
         for name in list(self.entries):

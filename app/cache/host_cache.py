@@ -28,6 +28,7 @@ class HostEntry:
     last_used: float = field(default_factory=time.monotonic)
     hits: int = 0
     priority: float = 0.0  # GDSF: clock at insertion/last hit + (hits + 1) * cost / size
+    documents: frozenset[str] = frozenset()  # documents whose chunks the state holds
 
     @property
     def n_bytes(self) -> int:
@@ -72,7 +73,13 @@ class HostCache:
             self.budget_tokens is None or n_tokens <= self.budget_tokens
         )
 
-    def store(self, salt: str, tokens: TokenSequence, data: bytes) -> HostEntry | None:
+    def store(
+        self,
+        salt: str,
+        tokens: TokenSequence,
+        data: bytes,
+        documents: frozenset[str] = frozenset(),
+    ) -> HostEntry | None:
         """Add an entry; drops entries it wholly contains, then least recently used ones, until
         the budgets hold. An entry larger than a budget is not stored (None)."""
         if not self.fits(len(data), len(tokens)):
@@ -82,7 +89,7 @@ class HostCache:
                 self._drop(entry_id)
         while not self._room_for(len(data), len(tokens)):
             self._evict()
-        entry = HostEntry(next(self._ids), salt, tokens.copy(), data)
+        entry = HostEntry(next(self._ids), salt, tokens.copy(), data, documents=documents)
         self._reprioritise(entry)
         self.entries[entry.id] = entry
         self.index.set(entry.id, salt, entry.tokens)
@@ -109,6 +116,13 @@ class HostCache:
             victim = min(self.entries.values(), key=lambda e: e.priority)
             self._clock = victim.priority
         self._drop(victim.id)
+
+    def forget_documents(self, documents: set[str]) -> int:
+        """Drop every entry holding a chunk of these documents; returns how many."""
+        gone = [i for i, e in self.entries.items() if e.documents & documents]
+        for entry_id in gone:
+            self._drop(entry_id)
+        return len(gone)
 
     def clear(self) -> None:
         for entry_id in list(self.entries):

@@ -57,9 +57,17 @@ class StateHeader:
     tokens: TokenSequence
     n_bytes: int  # state data only
     sha256: str  # of the state data
+    # Ids of the documents whose chunks the state holds: deleting one drops the file.
+    documents: frozenset[str] = frozenset()
 
 
-def encode_header(salt: str, tokens: TokenSequence, data: bytes, model: str) -> dict:
+def encode_header(
+    salt: str,
+    tokens: TokenSequence,
+    data: bytes,
+    model: str,
+    documents: frozenset[str] = frozenset(),
+) -> dict:
     return {
         "format": FORMAT,
         "model": model,
@@ -68,6 +76,7 @@ def encode_header(salt: str, tokens: TokenSequence, data: bytes, model: str) -> 
         "media": [[s, c.id, c.n_tokens, c.n_pos] for s, c in tokens.media()],
         "n_bytes": len(data),
         "sha256": hashlib.sha256(data).hexdigest(),
+        "documents": sorted(documents),
     }
 
 
@@ -101,7 +110,11 @@ def read_header(f: BinaryIO, model: str) -> StateHeader:
         if header.get("model") != model:
             raise StateFileError("saved with another model")
         return StateHeader(
-            str(header["salt"]), _tokens_of(header), int(header["n_bytes"]), header["sha256"]
+            str(header["salt"]),
+            _tokens_of(header),
+            int(header["n_bytes"]),
+            header["sha256"],
+            frozenset(str(d) for d in header.get("documents", ())),
         )
     except (ValueError, KeyError, TypeError, AttributeError) as e:
         if isinstance(e, StateFileError):

@@ -325,3 +325,23 @@ class DocumentStore:
             for chunk_id, ids in token_ids.items():
                 if chunk_id not in have and chunk_id in alive:
                     s.add(ChunkTokens(chunk_id=chunk_id, model=model, token_ids=ids))
+
+    def chunk_ids_of(self, collection_id: str, document_ids: list[str]) -> set[int]:
+        """Ids of the chunks of these documents of the collection (a search filter)."""
+        query = (
+            select(DocChunk.id)
+            .join(Document, Document.id == DocChunk.document_id)
+            .where(Document.collection_id == collection_id, Document.id.in_(document_ids))
+        )
+        with self._tx() as s:
+            return set(s.scalars(query))
+
+    def numbered(self, document_id: str) -> list[tuple[int, int]]:
+        """(chunk id, number) of a stored document's chunks, in ordinal order."""
+        query = (
+            select(DocChunk.id, DocChunk.number)
+            .where(DocChunk.document_id == document_id)
+            .order_by(DocChunk.ordinal)
+        )
+        with self._tx() as s:
+            return [(i, n) for i, n in s.execute(query).all()]
