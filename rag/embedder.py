@@ -39,7 +39,7 @@ class Embedder:
         self._torch = torch
         self.path = path or packaged_model_dir()
         self._model = SentenceTransformer(self.path, device="cpu", local_files_only=True)
-        self.dim = int(self._model.get_sentence_embedding_dimension())
+        self.dim = int(self._model.get_embedding_dimension())
         self.batch_size = batch_size
         self._lock = threading.Lock()  # one encode at a time: torch's threads are the budget
 

@@ -176,13 +176,22 @@ class DocumentStore:
             s.delete(d)  # chunks and token ids cascade
             return record
 
-    def chunks(self, tenant_id: str, document_id: str) -> list[ChunkRecord] | None:
+    def chunks(self, tenant_id: str, document_id: str, model: str = "") -> list[ChunkRecord] | None:
+        """A document's chunks in order, with their token ids for `model` where stored."""
         with self._tx() as s:
             d = self._owned(s, tenant_id, document_id)
             if d is None:
                 return None
-            query = select(DocChunk).where(DocChunk.document_id == d.id).order_by(DocChunk.ordinal)
-            return [chunk_record(c, d.filename) for c in s.scalars(query)]
+            query = (
+                select(DocChunk, ChunkTokens.token_ids)
+                .outerjoin(
+                    ChunkTokens,
+                    (ChunkTokens.chunk_id == DocChunk.id) & (ChunkTokens.model == model),
+                )
+                .where(DocChunk.document_id == d.id)
+                .order_by(DocChunk.ordinal)
+            )
+            return [chunk_record(c, d.filename, t) for c, t in s.execute(query).all()]
 
     # --- ingestion (internal: by document id) ----------------------------------------------
 
@@ -273,7 +282,8 @@ class DocumentStore:
     # --- retrieval ------------------------------------------------------------------------
 
     def vectors(self, collection_id: str, dim: int) -> tuple[list[int], np.ndarray, list[str]]:
-        """Every ready chunk's id, vector and text in a collection: the index's truth."""
+        """Every ready chunk's id, vector and text in a collection: the index's truth. `dim`
+        sizes an empty result; stored vectors have their own size."""
         query = (
             select(DocChunk.id, DocChunk.embedding, DocChunk.text)
             .join(Document, Document.id == DocChunk.document_id)
@@ -282,6 +292,8 @@ class DocumentStore:
         )
         with self._tx() as s:
             rows = s.execute(query).all()
+        if rows:
+            dim = len(rows[0][1]) // 4  # float32
         vecs = np.zeros((len(rows), dim), dtype=np.float32)
         for i, (_, blob, _) in enumerate(rows):
             vecs[i] = np.frombuffer(blob, dtype=np.float32)

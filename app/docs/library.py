@@ -65,10 +65,11 @@ class DocLibrary:
             if found is not None:
                 return found
             ids, vectors, _ = self.docs.vectors(collection_id, self.dim)
-            index = VectorIndex.load(self._path(collection_id), self.dim, set(ids))
+            dim = vectors.shape[1]
+            index = VectorIndex.load(self._path(collection_id), dim, set(ids))
             if index is None:
                 log.info("rebuilding the index of %s from the database", collection_id)
-                index = VectorIndex.build(self.dim, ids, vectors)
+                index = VectorIndex.build(dim, ids, vectors)
                 index.save(self._path(collection_id))
             self._indexes[collection_id] = index
             return index
@@ -91,6 +92,8 @@ class DocLibrary:
     def added(self, collection_id: str, ids: list[int], vectors: np.ndarray) -> None:
         index = self.index(collection_id)
         with self._lock:
+            if len(index) == 0 and index.dim != vectors.shape[1]:  # empty, sized by default
+                index = self._indexes[collection_id] = VectorIndex(vectors.shape[1])
             if not set(ids) & index.ids():
                 index.add(ids, vectors)
             index.save(self._path(collection_id))

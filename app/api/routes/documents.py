@@ -215,7 +215,9 @@ async def get_document(document_id: str, http: Request, services: ServicesDep):
 @router.get("/documents/{document_id}/chunks")
 async def get_chunks(document_id: str, http: Request, services: ServicesDep):
     docs = _docs(services)
-    found = await asyncio.to_thread(docs.store.chunks, request_tenant(http), document_id)
+    found = await asyncio.to_thread(
+        docs.store.chunks, request_tenant(http), document_id, docs.model_key
+    )
     if found is None:
         raise _not_found("document", document_id, "document_id")
     return {"object": "list", "data": [chunk_json(c) for c in found]}
