@@ -42,9 +42,15 @@ class Chunker:
         self._markdown = MarkdownSplitter.from_callback(count_tokens, chunk_tokens, overlap_tokens)
 
     def split(self, doc: LoadedDocument) -> list[Chunk]:
+        """Pages (when the format has them) are split on their own: a chunk never spans two
+        pages, so its page number is exact."""
         splitter = self._markdown if doc.kind == "markdown" else self._text
-        chunks = []
-        for start, piece in splitter.chunk_indices(doc.text):  # character offsets
-            end = start + len(piece)
-            chunks.append(Chunk(len(chunks), piece, start, end, doc.page_at(start)))
+        bounds = [*doc.page_starts, len(doc.text)] if doc.page_starts else [0, len(doc.text)]
+        chunks: list[Chunk] = []
+        for page_start, page_end in zip(bounds, bounds[1:], strict=False):
+            part = doc.text[page_start:page_end]
+            for offset, piece in splitter.chunk_indices(part):  # character offsets
+                start = page_start + offset
+                end = start + len(piece)
+                chunks.append(Chunk(len(chunks), piece, start, end, doc.page_at(start)))
         return chunks
