@@ -30,8 +30,10 @@ from app.api.doc_schemas import (
 from app.api.media_upload import MULTIPART_OVERHEAD
 from app.api.responder import Reply, respond
 from app.api.responses import ChatShape
+from app.api.schemas import RagOptions
 from app.api.services import Services, ServicesDep
 from app.db.document_records import CollectionRecord
+from app.docs.chat_sources import sources_part
 from app.docs.documents import Documents
 from app.docs.retrieval import lay_out, search
 from app.engine.request import RequestError
@@ -237,6 +239,40 @@ async def delete_document(document_id: str, http: Request, services: ServicesDep
 
 
 # --- search and questions -------------------------------------------------------------------
+
+
+async def rag_sources(
+    services: Services, http: Request, options: RagOptions, query: str, seen: set[str]
+) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    """The sources part of a chat message (`"rag"` option) and its citations: the best
+    `top_k` chunks over the collections asked for."""
+    docs = _docs(services)
+    found: list[tuple[Any, float]] = []
+    for collection_id in dict.fromkeys(options.collection_ids):
+        await _collection(services, http, collection_id)
+        hits = await search(
+            docs,
+            collection_id,
+            query,
+            options.top_k,
+            options.score_threshold,
+            options.document_ids,
+            options.hybrid,
+        )
+        found.extend((c, hits.scores[c.id]) for c in hits.chunks)
+    found.sort(key=lambda cs: (-cs[1], cs[0].id))
+    return sources_part(found[: options.top_k], seen)
+
+
+def with_citations(citations: list[dict[str, Any]]):  # noqa: ANN201
+    """A reshape for chat replies: the message carries its citations."""
+
+    def reshape(whole: dict[str, Any]) -> dict[str, Any]:
+        for choice in whole["choices"]:
+            choice["message"]["citations"] = citations
+        return whole
+
+    return reshape
 
 
 @router.post("/collections/{collection_id}/search")

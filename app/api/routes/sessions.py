@@ -16,14 +16,16 @@ from typing import Any
 from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse
 
-from app.db.records import MessageRecord, SessionRecord
-from app.engine.request import RequestError, no_projector
 from app.api.responder import Reply, respond
 from app.api.responses import ChatShape
+from app.api.routes.documents import rag_sources, with_citations
 from app.api.schemas import CreateSessionRequest, SessionMessageRequest
 from app.api.services import Services, ServicesDep
 from app.chat.session_history import history, history_prompt, store_images
 from app.chat.turn import TurnResult
+from app.db.records import MessageRecord, SessionRecord
+from app.docs.chat_sources import cited_before
+from app.engine.request import RequestError, no_projector
 
 router = APIRouter(prefix="/v1/sessions")
 
@@ -124,6 +126,15 @@ async def add_message(
         {**session.sampling, **body.model_dump(exclude_unset=True)}
     )
     content = body.model_dump()["content"]  # plain str or list of dicts for the database
+    citations, documents = None, frozenset()
+    if body.rag is not None:
+        if body.has_images():
+            raise RequestError("rag takes text messages only", param="rag")
+        seen, before = cited_before([m.content for m in session.messages if m.role == "user"])
+        part, citations = await rag_sources(services, http, body.rag, body.text(), seen)
+        # The KV of the whole history holds every document cited in it.
+        documents = frozenset(before | {c["document_id"] for c in citations})
+        content = [part, {"type": "text", "text": body.text()}]
     vision = services.engine.vision
     if body.has_images():
         if vision is None or services.media is None:
@@ -139,6 +150,7 @@ async def add_message(
         session=session.id,
         continuation=services.prompter.continuation,
         images=images,
+        documents=documents,
     )
     services.engine.validate(request)  # bad input changes nothing: checked before storing
     services.engine.check_room()  # nor does a full queue (the common case; submit checks again)
@@ -181,6 +193,9 @@ async def add_message(
         services.busy_sessions.discard(session.id)
 
     reply = Reply(ChatShape, "session", [store_reply, release], {"session_id": session.id})
+    if citations is not None:
+        reply.prelude = {"citations": citations}
+        reply.reshape = with_citations(citations)
     try:
         return await respond(services, request, fields, reply, http)
     except RequestError:

@@ -306,3 +306,56 @@ def test_restart_keeps_collections_documents_and_search(tmp_path):
     assert [h["chunk_id"] for h in after["data"]] == [h["chunk_id"] for h in before["data"]]
     for x, y in zip(after["data"], before["data"], strict=True):
         assert abs(x["score"] - y["score"]) < 1e-5
+
+
+def test_chat_completions_take_rag_and_cite(server, library):
+    from openai import OpenAI
+
+    client = OpenAI(base_url=server.base_url + "/v1", api_key="none", timeout=180)
+    reply = client.chat.completions.create(
+        model="default",
+        messages=[{"role": "user", "content": "How many engines did the Saturn V have?"}],
+        max_tokens=4,
+        extra_body={"rag": {"collection_ids": [library["col"]], "top_k": 1}},
+    )
+    citations = reply.choices[0].message.model_extra["citations"]
+    assert [c["document_id"] for c in citations] == [library["rockets"]["id"]]
+    assert citations[0]["text"] in ROCKETS
+    missing = call(
+        server,
+        "POST",
+        "/v1/chat/completions",
+        json={
+            "messages": [{"role": "user", "content": "hi"}],
+            "rag": {"collection_ids": ["col-x"]},
+        },
+    )
+    assert missing.status_code == 404
+
+
+def test_session_follow_up_reuses_the_whole_history(server, library):
+    sid = call(server, "POST", "/v1/sessions", json={}).json()["id"]
+    rag = {"collection_ids": [library["col"]], "top_k": 1}
+
+    def turn(content: str) -> dict:
+        r = call(
+            server,
+            "POST",
+            f"/v1/sessions/{sid}/messages",
+            json={"content": content, "rag": rag, "max_tokens": 6, "temperature": 0},
+        )
+        assert r.status_code == 200, r.text
+        return r.json()
+
+    first = turn("How long do cats sleep?")
+    second = turn("And how long do cats sleep when old?")
+    assert first["choices"][0]["message"]["citations"][0]["document_id"] == library["cats"]["id"]
+    again = second["choices"][0]["message"]["citations"]
+    assert [c["document_id"] for c in again] == [library["cats"]["id"]]
+    history = first["usage"]["prompt_tokens"] + first["usage"]["completion_tokens"]
+    assert second["usage"]["prompt_tokens_details"]["cached_tokens"] >= history
+    messages = call(server, "GET", f"/v1/sessions/{sid}").json()["messages"]
+    sources = [m["content"][0]["text"] for m in messages if m["role"] == "user"]
+    # The chunk is in the conversation once; the follow-up cites it by its number.
+    assert CATS[:40] in sources[0] and CATS[:40] not in sources[1]
+    assert f"Sources [{again[0]['index']}] above." in sources[1]
