@@ -128,17 +128,3 @@ def hit_json(c: ChunkRecord, score: float) -> dict[str, Any]:
         "score": score,
         "text": c.text,
     }
-
-
-def citation_json(c: ChunkRecord, score: float) -> dict[str, Any]:
-    return {
-        "index": c.number,
-        "chunk_id": chunk_id(c),
-        "document_id": c.document_id,
-        "filename": c.filename,
-        "page": c.page,
-        "char_start": c.char_start,
-        "char_end": c.char_end,
-        "score": score,
-        "text": c.text,
-    }

@@ -18,6 +18,7 @@ Citation = dict[str, Any]
 
 
 def citation(c: ChunkRecord, score: float) -> Citation:
+    """A chunk as replies cite it; `index` is the number its header carries in the prompt."""
     return {
         "index": c.number,
         "chunk_id": f"chunk-{c.id}",

@@ -22,7 +22,6 @@ from app.api.doc_schemas import (
     SearchRequest,
     TextDocumentRequest,
     chunk_json,
-    citation_json,
     collection_json,
     document_json,
     hit_json,
@@ -33,7 +32,7 @@ from app.api.responses import ChatShape
 from app.api.schemas import RagOptions
 from app.api.services import Services, ServicesDep
 from app.db.document_records import CollectionRecord
-from app.docs.chat_sources import sources_part
+from app.docs.chat_sources import citation, sources_part
 from app.docs.documents import Documents
 from app.docs.retrieval import lay_out, search
 from app.engine.request import RequestError
@@ -327,7 +326,7 @@ async def ask(collection_id: str, body: AskRequest, http: Request, services: Ser
         services.settings.seed,
         documents=question.documents,
     )
-    citations = [citation_json(c, question.scores[c.id]) for c in question.chunks]
+    citations = [citation(c, question.scores[c.id]) for c in question.chunks]
     reply = Reply(
         ChatShape,
         "ask",
