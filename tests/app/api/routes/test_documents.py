@@ -359,3 +359,27 @@ def test_session_follow_up_reuses_the_whole_history(server, library):
     # The chunk is in the conversation once; the follow-up cites it by its number.
     assert CATS[:40] in sources[0] and CATS[:40] not in sources[1]
     assert f"Sources [{again[0]['index']}] above." in sources[1]
+
+
+def test_a_restart_resumes_documents_left_unfinished(tmp_path):
+    args = ["-np", "1", "-c", "2048", "--data-dir", str(tmp_path)]
+    srv = ServerProcess(*args).start()
+    try:
+        col = new_collection(srv, "resume")
+        r = call(
+            srv,
+            "POST",
+            f"/v1/collections/{col}/documents",
+            json={"filename": "b.txt", "text": BREAD},
+        )
+        doc_id = r.json()["id"]
+        # The first document waits for the embedding model to load: it is not done yet.
+        assert call(srv, "GET", f"/v1/documents/{doc_id}").json()["status"] != "ready"
+        srv.proc.kill()  # no shutdown: the document stays queued or processing
+        srv.proc.wait()
+    finally:
+        srv.stop()
+    with ServerProcess(*args) as again:
+        assert wait_ready(again, doc_id)["n_chunks"] == 1
+        hits = call(again, "POST", f"/v1/collections/{col}/search", json={"query": "sourdough"})
+        assert hits.json()["data"][0]["document_id"] == doc_id
