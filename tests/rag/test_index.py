@@ -73,3 +73,19 @@ def test_index_rebuilt_from_the_database_equals_the_saved_one(tmp_path: Path):
     third = DocLibrary(docs, tmp_path / "idx", None, 1)  # the file written by the rebuild
     assert third.index(col.id).vectors().keys() == saved.vectors().keys()
     store.close()
+
+
+def test_large_collections_search_approximately_and_stay_current():
+    vectors = unit(300, 5)
+    index = VectorIndex.build(DIM, list(range(300)), vectors)
+    index.ann_min = 100  # HNSW from 100 vectors on (20,000 by default)
+    exact = VectorIndex.build(DIM, list(range(300)), vectors)
+    exact.ann_min = 10**9
+    queries = unit(20, 6)
+    agree = sum(index.search(q, 1) == exact.search(q, 1) for q in queries)
+    assert agree >= 18  # HNSW's recall at this size is near 1
+    index.add([1000], unit(1, 7))
+    assert index.search(unit(1, 7)[0], 1)[0][0] == 1000
+    index.remove([1000])
+    assert 1000 not in {c for c, _ in index.search(unit(1, 7)[0], 5)}
+    assert [c for c, _ in index.search(vectors[7], 3, allowed={7, 8})][0] == 7
