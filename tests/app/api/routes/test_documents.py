@@ -284,6 +284,9 @@ def test_other_tenants_and_unknown_ids_are_404(server):
     assert call(server, "GET", "/v1/documents/doc-nope/chunks").status_code == 404
     r = call(server, "POST", "/v1/collections/col-nope/ask", json={"question": "hi"})
     assert r.status_code == 404 and r.json()["error"]["code"] == "not_found"
+    metrics = call(server, "GET", "/metrics").text
+    assert 'kvchat_requests_total{outcome="rejected",route="ask"} 1.0' in metrics
+    assert 'kvchat_requests_total{outcome="complete",route="ask"}' in metrics
 
 
 def test_restart_keeps_collections_documents_and_search(tmp_path):
