@@ -386,3 +386,16 @@ def test_a_restart_resumes_documents_left_unfinished(tmp_path):
         assert wait_ready(again, doc_id)["n_chunks"] == 1
         hits = call(again, "POST", f"/v1/collections/{col}/search", json={"query": "sourdough"})
         assert hits.json()["data"][0]["document_id"] == doc_id
+
+
+def test_deleting_a_collection_deletes_its_documents(server):
+    col = new_collection(server, "gone")
+    doc = upload_text(server, col, "v.txt", VOLCANO)
+    listed = call(server, "GET", "/v1/collections").json()["data"]
+    assert [c["n_documents"] for c in listed if c["id"] == col] == [1]
+    r = call(server, "DELETE", f"/v1/collections/{col}")
+    assert r.status_code == 200 and r.json()["deleted"] is True
+    assert call(server, "GET", f"/v1/collections/{col}").status_code == 404
+    assert call(server, "GET", f"/v1/documents/{doc['id']}").status_code == 404
+    assert call(server, "DELETE", f"/v1/collections/{col}").status_code == 404
+    assert col not in {c["id"] for c in call(server, "GET", "/v1/collections").json()["data"]}
