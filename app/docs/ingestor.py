@@ -92,9 +92,6 @@ class Ingestor:
     def submit(self, document_id: str) -> None:
         self._queue.put(document_id)
 
-    def idle(self) -> bool:
-        return self._queue.unfinished_tasks == 0
-
     def stop(self) -> None:
         self._queue.put(None)
         if self._thread is not None:
