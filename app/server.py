@@ -10,13 +10,14 @@ from fastapi import FastAPI
 
 from app.api.errors import install_error_handlers
 from app.api.metrics import EngineGauges, Metrics
-from app.api.routes import media, openai, sessions, system, tokens
+from app.api.routes import documents, media, openai, sessions, system, tokens
 from app.api.services import Services
 from app.api.ui_files import mount_ui
 from app.chat.prompter import Prompter
 from app.chat.turn_cache import TurnCache
 from app.config import Settings
 from app.db.store import Store
+from app.docs.documents import Documents
 from app.engine.engine import Engine
 from app.media.media_store import MediaStore, media_root
 
@@ -57,9 +58,13 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             TurnCache(),
         )
         app.state.services.media = MediaStore(media_root(settings), store)
+        docs = Documents.build(settings, store, engine.model, app.state.services.prompter)
+        docs.start()
+        app.state.services.documents = docs
         try:
             yield
         finally:
+            docs.stop()  # before the model goes: the worker tokenizes with it
             # Requests still running fail (503); their responses record what they got, which
             # may read the model (token checks): free it only once they are done.
             engine.stop(free=False)
@@ -74,5 +79,6 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.include_router(system.router)
     app.include_router(tokens.router)
     app.include_router(media.router)
+    app.include_router(documents.router)
     mount_ui(app)
     return app

@@ -389,6 +389,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     p.add_argument("--out", type=Path, default=RESULTS)
     p.add_argument("--no-readme", action="store_true", help="leave README.md as it is")
+    p.add_argument("--doc-qa", action="store_true", help="add the document-QA rows (bench.doc_qa)")
     args = p.parse_args(argv)
 
     from app.config import packaged_model_path
@@ -445,6 +446,11 @@ def main(argv: list[str] | None = None) -> int:
     args.out.mkdir(parents=True, exist_ok=True)
     stem = "compare-quick" if args.quick else "compare"
     table = markdown(report)
+    if args.doc_qa:
+        from bench import doc_qa
+
+        report["doc_qa"] = doc_qa.run(model, args.quick, wanted)
+        table += "\n" + doc_qa.markdown(report["doc_qa"])
     md = args.out / f"{stem}.md"
     md.write_text(f"# Prefix reuse: {', '.join(report['servers'])}\n\n{table}")
     (args.out / f"{stem}.json").write_text(json.dumps(report, indent=1))

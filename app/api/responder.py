@@ -42,6 +42,12 @@ class Reply:
     route: str  # "chat" | "completion" | "session" (metrics label)
     on_end: list[EndHook] = field(default_factory=list)
     extra: dict[str, Any] = field(default_factory=dict)  # fields on every response object
+    # Fields sent first in a stream, in a chunk of their own (e.g. a document answer's
+    # citations), and put on the whole object when not streaming.
+    prelude: dict[str, Any] = field(default_factory=dict)
+    timings: dict[str, Any] = field(default_factory=dict)  # added to the engine's timings
+    # The whole (non-streamed) object, reshaped for routes with a shape of their own (/ask).
+    reshape: Callable[[dict[str, Any]], dict[str, Any]] | None = None
 
 
 def _sse(obj: dict[str, Any] | str) -> str:
@@ -139,7 +145,7 @@ async def respond(
     ending = _Ending(services, request, reply, rec)
     if body.stream:
         return _GuardedStream(
-            _stream(stream, envelope, body.include_usage(), http, rec, ending),
+            _stream(stream, envelope, body.include_usage(), http, rec, ending, reply),
             on_close=lambda: (stream.cancel(), ending()),
             media_type="text/event-stream",
             headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"},
@@ -154,7 +160,12 @@ async def respond(
                     logprobs.extend(event.logprobs)
             elif isinstance(event, Finished):
                 await ending.finish()
-                return JSONResponse(envelope.whole("".join(rec.parts), event, logprobs))
+                whole = envelope.whole("".join(rec.parts), event, logprobs)
+                whole["timings"].update(reply.timings)
+                whole.update(reply.prelude)
+                if reply.reshape is not None:
+                    whole = reply.reshape(whole)
+                return JSONResponse(whole)
             elif isinstance(event, Failed):
                 await ending.finish()
                 return error_response(event.message, event.status, code=event.code)
@@ -173,6 +184,7 @@ async def _stream(
     http: Request,
     rec: TurnRecorder,
     ending: _Ending,
+    reply: Reply,
 ) -> AsyncIterator[str]:
     shape = envelope.shape
     watcher = asyncio.create_task(_watch_disconnect(http, stream))
@@ -180,6 +192,8 @@ async def _stream(
         opening = shape.opening()
         if opening is not None:
             yield _sse(envelope.chunk(opening))
+        if reply.prelude:
+            yield _sse(envelope.chunk(None, **reply.prelude))
         offset = 0  # characters sent so far (the legacy logprobs shape wants text offsets)
         async for event in stream:
             rec.add(event)
@@ -191,7 +205,8 @@ async def _stream(
                 await ending.finish()
                 yield _sse(
                     envelope.chunk(
-                        shape.closing(event.finish_reason), timings=event.timings.as_dict()
+                        shape.closing(event.finish_reason),
+                        timings={**event.timings.as_dict(), **reply.timings},
                     )
                 )
                 if include_usage:

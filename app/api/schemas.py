@@ -15,6 +15,16 @@ from app.engine.sampler import SamplingParams
 from mm.token_sequence import TokenSequence
 
 
+class RagOptions(BaseModel):
+    """`"rag"` on a chat or session request: answer from these collections' chunks."""
+
+    collection_ids: list[str] = Field(min_length=1, max_length=16)
+    top_k: int = Field(default=4, ge=1, le=50)
+    document_ids: list[str] | None = Field(default=None, max_length=1000)
+    score_threshold: float | None = Field(default=None, ge=-1.0, le=1.0)
+    hybrid: bool = False
+
+
 class StreamOptions(BaseModel):
     include_usage: bool = False
 
@@ -117,6 +127,7 @@ class ChatCompletionRequest(GenerationFields):
     session_id: str | None = Field(default=None, max_length=128)
     logprobs: bool = False
     top_logprobs: int | None = Field(default=None, ge=0, le=20)
+    rag: RagOptions | None = None  # documents (issue 11)
 
     def logprobs_n(self) -> int | None:
         return (self.top_logprobs or 0) if self.logprobs else None
@@ -233,6 +244,7 @@ class SessionMessageRequest(GenerationFields):
 
     role: Literal["user"] = "user"
     content: NulFreeText | list[ContentPart]
+    rag: RagOptions | None = None  # documents (issue 11)
 
     @model_validator(mode="after")
     def _parts_without_nul(self) -> SessionMessageRequest:

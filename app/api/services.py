@@ -14,6 +14,7 @@ from app.chat.prompter import Prompter
 from app.chat.turn_cache import TurnCache
 from app.config import Settings
 from app.db.store import Store
+from app.docs.documents import Documents
 from app.engine.engine import Engine
 from app.media.media_store import MediaStore
 
@@ -32,6 +33,7 @@ class Services:
     # Responses whose end hooks have not run yet (app/api/responder.py); shutdown waits for them.
     inflight: set[object] = field(default_factory=set)
     media: MediaStore | None = None  # uploaded images (POST /v1/media); set at start-up
+    documents: Documents | None = None  # collections, ingestion, retrieval; set at start-up
 
     async def drained(self, timeout: float) -> bool:
         """Wait until every response has recorded its end; False if time ran out."""

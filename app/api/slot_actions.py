@@ -46,6 +46,7 @@ class SlotState:
     salt: str
     tokens: TokenSequence
     data: bytes
+    documents: frozenset[str] = frozenset()  # documents whose chunks the KV holds
 
 
 def _ms(start: float) -> float:
@@ -116,7 +117,7 @@ class SlotActions:
             )
         model = state_file.cached_fingerprint(self.engine.model.path)
         head = state_file.header_bytes(
-            state_file.encode_header(state.salt, state.tokens, state.data, model)
+            state_file.encode_header(state.salt, state.tokens, state.data, model, state.documents)
         )
         try:
             path.parent.mkdir(parents=True, exist_ok=True)
@@ -157,7 +158,8 @@ class SlotActions:
 
     def _snapshot(self, id_slot: int) -> SlotState:
         slot = self._idle_slot(id_slot)
-        return SlotState(slot.salt, slot.cache.copy(), self.engine.model.state_save(slot.id))
+        data = self.engine.model.state_save(slot.id)
+        return SlotState(slot.salt, slot.cache.copy(), data, slot.documents)
 
     def _load(self, id_slot: int, header: StateHeader, data: bytes) -> None:
         slot = self._idle_slot(id_slot)
@@ -185,6 +187,7 @@ class SlotActions:
             )
         slot.cache = tokens
         slot.salt = header.salt
+        slot.documents = header.documents  # a deleted document's KV is erased before reuse
         slot.last_used = time.monotonic()  # just asked for: not the first slot to give away
 
     def _erase(self, id_slot: int) -> int:

@@ -46,6 +46,7 @@ class DiskEntry:
     sha256: str
     file_bytes: int = 0  # the whole file: what counts against the budget
     last_used: float = 0.0  # time.time() of the last store or restore (mtime at start-up)
+    documents: frozenset[str] = frozenset()  # documents whose chunks the state holds
     # Done once the file is on disk (None: it was there at start-up).
     written: Future | None = field(default=None, repr=False)
 
@@ -83,6 +84,7 @@ class DiskCache:
                 header.sha256,
                 stat.st_size,
                 stat.st_mtime,
+                header.documents,
             )
         )
 
@@ -91,17 +93,26 @@ class DiskCache:
         self.total_bytes += entry.file_bytes
         self.index.set(entry.path.name, entry.salt, entry.tokens)
 
-    def store(self, salt: str, tokens: TokenSequence, data: StateBlob | bytes) -> None:
+    def store(
+        self,
+        salt: str,
+        tokens: TokenSequence,
+        data: StateBlob | bytes,
+        documents: frozenset[str] = frozenset(),
+    ) -> None:
         """Queue an entry for the writer (it takes its own reference to a blob); entries it
         wholly contains are deleted, an identical one is only touched. An entry larger than the
         whole budget is not written; older entries make room for a new one."""
         for other, n in self.index.match(salt, tokens).items():
-            if n == len(tokens) == len(self.entries[other].tokens):
-                self._touch(self.entries[other])
+            same = self.entries[other]
+            if n == len(tokens) == len(same.tokens) and same.documents == documents:
+                self._touch(same)
                 return
         n_bytes = data.n_bytes if isinstance(data, StateBlob) else len(data)
         # The header's length does not depend on the checksum's value (fixed-width hex).
-        header = state_file.encode_header(salt, tokens, n_bytes, self.model, "0" * 64)
+        header = state_file.encode_header(
+            salt, tokens, n_bytes, self.model, "0" * 64, documents=documents
+        )
         size = len(state_file.header_bytes(header)) + n_bytes
         if self.max_bytes and size > self.max_bytes:
             log.debug("not caching a %d-byte state on disk: the budget is %d", size, self.max_bytes)
@@ -110,7 +121,9 @@ class DiskCache:
             if n == len(self.entries[other].tokens):
                 self._delete(other)
         name = next(self._names) + SUFFIX
-        entry = DiskEntry(self.dir / name, salt, tokens.copy(), n_bytes, "", size, time.time())
+        entry = DiskEntry(
+            self.dir / name, salt, tokens.copy(), n_bytes, "", size, time.time(), documents
+        )
         blob = data.retain() if isinstance(data, StateBlob) else data
         entry.written = self._writer.submit(self._write, entry, header, blob)
         self._add(entry)
@@ -167,6 +180,13 @@ class DiskCache:
         except OSError as e:
             log.warning("cache file %s unreadable: %s", entry.path.name, e)
         return None
+
+    def forget_documents(self, documents: set[str]) -> int:
+        """Delete every file holding a chunk of these documents; returns how many."""
+        gone = [name for name, e in self.entries.items() if e.documents & documents]
+        for name in gone:
+            self._delete(name)
+        return len(gone)
 
     def clear(self) -> None:
         for name in list(self.entries):

@@ -35,6 +35,7 @@ class HostEntry:
     last_used: float = field(default_factory=time.monotonic)
     hits: int = 0
     priority: float = 0.0  # GDSF: clock at insertion/last hit + (hits + 1) * cost / size
+    documents: frozenset[str] = frozenset()  # documents whose chunks the state holds
 
     @property
     def n_bytes(self) -> int:
@@ -94,7 +95,13 @@ class HostCache:
         blob.n_bytes = len(data)
         return blob
 
-    def store(self, salt: str, tokens: TokenSequence, data: StateBlob | bytes) -> HostEntry | None:
+    def store(
+        self,
+        salt: str,
+        tokens: TokenSequence,
+        data: StateBlob | bytes,
+        documents: frozenset[str] = frozenset(),
+    ) -> HostEntry | None:
         """Add an entry, taking over the caller's reference to the blob; drops entries it wholly
         contains, then the lowest-priority ones, until the budgets hold. An entry larger than a
         budget is not stored (None, and the blob is released)."""
@@ -107,7 +114,7 @@ class HostCache:
                 self._drop(entry_id)
         while not self._room_for(blob.n_bytes, len(tokens)):
             self._evict()
-        entry = HostEntry(next(self._ids), salt, tokens.copy(), blob)
+        entry = HostEntry(next(self._ids), salt, tokens.copy(), blob, documents=documents)
         self._reprioritise(entry)
         self.entries[entry.id] = entry
         self.index.set(entry.id, salt, entry.tokens)
@@ -134,6 +141,13 @@ class HostCache:
             victim = min(self.entries.values(), key=lambda e: e.priority)
             self._clock = victim.priority
         self._drop(victim.id)
+
+    def forget_documents(self, documents: set[str]) -> int:
+        """Drop every entry holding a chunk of these documents; returns how many."""
+        gone = [i for i, e in self.entries.items() if e.documents & documents]
+        for entry_id in gone:
+            self._drop(entry_id)
+        return len(gone)
 
     def clear(self) -> None:
         for entry_id in list(self.entries):

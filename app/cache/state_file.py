@@ -57,6 +57,8 @@ class StateHeader:
     tokens: TokenSequence
     n_bytes: int  # state data only
     sha256: str  # of the state data
+    # Ids of the documents whose chunks the state holds: deleting one drops the file.
+    documents: frozenset[str] = frozenset()
 
 
 def checksum(data: bytes | bytearray | memoryview) -> str:
@@ -64,7 +66,12 @@ def checksum(data: bytes | bytearray | memoryview) -> str:
 
 
 def encode_header(
-    salt: str, tokens: TokenSequence, data: bytes | int, model: str, sha256: str | None = None
+    salt: str,
+    tokens: TokenSequence,
+    data: bytes | int,
+    model: str,
+    sha256: str | None = None,
+    documents: frozenset[str] = frozenset(),
 ) -> dict:
     """The header of a state; `data` is the state or its size when `sha256` is given (the disk
     tier's writer fills the checksum in later, off the engine thread)."""
@@ -77,6 +84,7 @@ def encode_header(
         "media": [[s, c.id, c.n_tokens, c.n_pos] for s, c in tokens.media()],
         "n_bytes": n_bytes,
         "sha256": sha256 if sha256 is not None else checksum(data),
+        "documents": sorted(documents),
     }
 
 
@@ -110,7 +118,11 @@ def read_header(f: BinaryIO, model: str) -> StateHeader:
         if header.get("model") != model:
             raise StateFileError("saved with another model")
         return StateHeader(
-            str(header["salt"]), _tokens_of(header), int(header["n_bytes"]), header["sha256"]
+            str(header["salt"]),
+            _tokens_of(header),
+            int(header["n_bytes"]),
+            header["sha256"],
+            frozenset(str(d) for d in header.get("documents", ())),
         )
     except (ValueError, KeyError, TypeError, AttributeError) as e:
         if isinstance(e, StateFileError):

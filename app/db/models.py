@@ -17,7 +17,9 @@ from sqlalchemy import (
     Dialect,
     ForeignKey,
     Integer,
+    LargeBinary,
     MetaData,
+    PrimaryKeyConstraint,
     String,
     Text,
     TypeDecorator,
@@ -26,6 +28,7 @@ from sqlalchemy import (
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
 ROLES = ("system", "user", "assistant")
+DOC_STATUSES = ("queued", "processing", "ready", "error")
 STATUSES = ("complete", "cancelled", "error")
 
 # Fixed constraint names: migrations refer to them by name, and SQLite's batch mode (which
@@ -144,3 +147,73 @@ class MediaAsset(Base):
 
 def media_id(sha256: str) -> str:
     return "media-" + sha256[:24]
+
+
+class Collection(Base):
+    """A set of documents searched together (issue 11). tenant_id: "" for the default tenant."""
+
+    __tablename__ = "collections"
+
+    id: Mapped[str] = mapped_column(String(64), primary_key=True)  # "col-" + 24 hex
+    tenant_id: Mapped[str] = mapped_column(String(128), default="", server_default="", index=True)
+    name: Mapped[str] = mapped_column(Text)
+    chunk_tokens: Mapped[int] = mapped_column(Integer)
+    overlap_tokens: Mapped[int] = mapped_column(Integer)
+    system_prompt: Mapped[str | None] = mapped_column(Text)
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
+
+
+class Document(Base):
+    """An uploaded document: its extracted text waits here until ingestion has chunked it."""
+
+    __tablename__ = "documents"
+    __table_args__ = (
+        # The same content twice in one collection is one document ("duplicate": true).
+        UniqueConstraint("collection_id", "sha256"),
+        CheckConstraint(f"status IN {DOC_STATUSES!r}", name="status"),
+    )
+
+    id: Mapped[str] = mapped_column(String(64), primary_key=True)  # "doc-" + 24 hex
+    collection_id: Mapped[str] = mapped_column(
+        String(64), ForeignKey("collections.id", ondelete="CASCADE")
+    )
+    filename: Mapped[str] = mapped_column(Text)
+    kind: Mapped[str] = mapped_column(String(16))  # text | markdown | html | pdf
+    sha256: Mapped[str] = mapped_column(String(64))  # of the uploaded bytes
+    text: Mapped[str] = mapped_column(Text)  # extracted text: what ingestion (re)starts from
+    page_starts: Mapped[list[int]] = mapped_column(Json)
+    doc_metadata: Mapped[dict[str, Any]] = mapped_column("metadata", Json)
+    status: Mapped[str] = mapped_column(String(16))
+    chunks_done: Mapped[int] = mapped_column(Integer, default=0)
+    chunks_total: Mapped[int] = mapped_column(Integer, default=0)
+    n_tokens: Mapped[int] = mapped_column(Integer, default=0)
+    error: Mapped[str | None] = mapped_column(Text)
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
+
+
+class DocChunk(Base):
+    __tablename__ = "chunks"
+    __table_args__ = (UniqueConstraint("document_id", "ordinal"), {"sqlite_autoincrement": True})
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    document_id: Mapped[str] = mapped_column(
+        String(64), ForeignKey("documents.id", ondelete="CASCADE")
+    )
+    ordinal: Mapped[int] = mapped_column(Integer)  # 0-based position in the document
+    number: Mapped[int] = mapped_column(Integer)  # its [n] in prompts, unique in the collection
+    text: Mapped[str] = mapped_column(Text)
+    char_start: Mapped[int] = mapped_column(Integer)
+    char_end: Mapped[int] = mapped_column(Integer)
+    page: Mapped[int | None] = mapped_column(Integer)
+    embedding: Mapped[bytes] = mapped_column(LargeBinary)  # float32, L2-normalised
+
+
+class ChunkTokens(Base):
+    """A chunk's prompt token ids (header + text) for one chat model (by file fingerprint)."""
+
+    __tablename__ = "chunk_tokens"
+    __table_args__ = (PrimaryKeyConstraint("chunk_id", "model"),)
+
+    chunk_id: Mapped[int] = mapped_column(Integer, ForeignKey("chunks.id", ondelete="CASCADE"))
+    model: Mapped[str] = mapped_column(String(64))
+    token_ids: Mapped[list[int]] = mapped_column(Json)

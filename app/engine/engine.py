@@ -281,6 +281,7 @@ class Engine:
         n_cached, source = self.reuse.prepare(task, slot)
         sampler = Sampler(task.request.sampling, self.model.n_vocab, self.model.n_ctx)
         sampler.accept_prompt(prompt.text_tokens(0, len(prompt)) if not prompt.has_media else [])
+        slot.documents |= task.request.documents  # the KV now holds (or will hold) its chunks
         task.start(slot.id, n_cached, sampler, source)
         self.scheduler.bind(task, slot)
         task.on_close = lambda: self._closed(task, slot)

@@ -27,6 +27,7 @@ from app.engine.model import Model
 from app.engine.scheduler import Scheduler
 from app.engine.slot import Slot, usable_prefix
 from app.engine.task import Task
+from mm.token_sequence import TokenSequence
 
 # A slot about to lose fewer tokens than this is not saved: recomputing 16 tokens costs ~130 ms
 # here, restoring them a few ms, so smaller losses are not worth a host-cache entry.
@@ -67,16 +68,23 @@ class PrefixReuse:
         self.host = host
         self.disk = disk
         self.stats = ReuseStats()
+        # Deleted documents: a busy slot may still hold their chunks; it is never a source
+        # again and is erased before its next use (idle ones are erased at once).
+        self.forgotten: set[str] = set()
 
     def prepare(self, task: Task, slot: Slot) -> tuple[int, str]:
         """Fill the slot's KV with the best prefix; returns (cached tokens, source)."""
         prompt, salt = task.request.prompt, task.request.cache_salt
+        if slot.documents & self.forgotten:
+            slot.erase(self.model)
         if not task.cache_prompt:
             self._cut(slot, 0, salt)
             return 0, "none"
         own = usable_prefix(prompt, slot.reusable_prefix(prompt, salt))
         donor, donor_n = self.scheduler.best_source(task, exclude=slot)
         donor_n = usable_prefix(prompt, donor_n)
+        if donor is not None and donor.documents & self.forgotten:
+            donor, donor_n = None, 0
         if donor is not None and not self.model.can_keep(donor.id, donor.cache.pos_at(donor_n)):
             donor, donor_n = None, 0  # its sliding window has moved past that prefix
         found = self.host.best(salt, prompt)
@@ -84,6 +92,7 @@ class PrefixReuse:
         if found and host_n > max(own, donor_n):
             self.save(slot, keep=0)
             if self._restore(slot, found[0].data, found[0].tokens, found[0].salt, "host"):
+                slot.documents = found[0].documents
                 self.host.touch(found[0])
                 return self._count("host", slot.cut_to(host_n, self.model))
         on_disk = self._disk_best(task)
@@ -94,7 +103,9 @@ class PrefixReuse:
             if data is not None:
                 self.save(slot, keep=0)
                 if self._restore(slot, data, entry.tokens, entry.salt, "disk"):
-                    self.host.store(salt, entry.tokens, data)  # hot again: keep in RAM
+                    slot.documents = entry.documents
+                    # hot again: keep in RAM
+                    self.host.store(salt, entry.tokens, data, slot.documents)
                     return self._count("disk", slot.cut_to(disk_n, self.model))
         if donor is not None and donor_n > own:
             self.save(slot, keep=0)
@@ -111,6 +122,8 @@ class PrefixReuse:
         lost = len(tokens) - keep
         if lost < MIN_SAVE_TOKENS or (keep > 0 and lost < MIN_SAVE_SHARE * len(tokens)):
             return
+        if slot.documents & self.forgotten:
+            return
         if self.host.covers(slot.salt, tokens):
             return
         t0 = time.perf_counter()
@@ -120,10 +133,10 @@ class PrefixReuse:
             return
         blob = self.host.pool.take(size)
         blob.n_bytes = self.model.state_save_into(slot.id, blob.buf)
-        if self.disk is not None:
-            self.disk.store(slot.salt, tokens, blob)  # the writer holds its own reference
+        if self.disk is not None:  # the writer holds its own reference
+            self.disk.store(slot.salt, tokens, blob, slot.documents)
         if to_host:
-            self.host.store(slot.salt, tokens, blob)  # takes over ours
+            self.host.store(slot.salt, tokens, blob, slot.documents)  # takes over ours
         else:
             blob.release()
         self.stats.saves += 1
@@ -167,6 +180,31 @@ class PrefixReuse:
         """Save every slot's KV (at shutdown: the disk tier keeps it across a restart)."""
         for slot in self.scheduler.slots:
             self.save(slot, keep=0)
+
+    def forget_documents(self, documents: set[str]) -> None:
+        """A deleted document is never served again from any tier: host entries and disk files
+        holding its chunks are dropped, idle slots holding them erased, busy ones marked."""
+        self.forgotten |= documents
+        self.host.forget_documents(documents)
+        if self.disk is not None:
+            self.disk.forget_documents(documents)
+        for slot in self.scheduler.slots:
+            if slot.idle and slot.documents & documents:
+                slot.erase(self.model)
+
+    def cached_length(self, salt: str, tokens: list[int]) -> int:
+        """How many leading tokens of `tokens` some tier holds (slots, host, disk): the narrow
+        question the RAG layout asks to put cached chunks first."""
+        prompt = TokenSequence(tokens)
+        best = 0
+        for slot in self.scheduler.slots:
+            if not slot.documents & self.forgotten:
+                best = max(best, slot.reusable_prefix(prompt, salt))
+        for tier in (self.host, self.disk):
+            found = tier.best(salt, prompt) if tier is not None else None
+            if found is not None:
+                best = max(best, found[1])
+        return best
 
     def reset(self) -> None:
         self.host.clear()

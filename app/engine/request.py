@@ -30,6 +30,9 @@ class GenerationRequest:
     # The image chunks of the prompt's media, by id (from Vision.tokenize): what the engine
     # evaluates when a media chunk of the prompt is not in the slot's KV.
     images: dict[str, ImageChunk] = field(default_factory=dict)
+    # Ids of the documents whose chunks the prompt holds (RAG): the KV built from it carries
+    # them into every cache tier, so deleting a document can drop all of it.
+    documents: frozenset[str] = frozenset()
 
     def check(self, n_ctx: int, n_vocab: int, n_slots: int, vision: bool = False) -> None:
         """Raise RequestError for what this server cannot serve (nothing is queued then)."""

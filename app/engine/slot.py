@@ -51,6 +51,8 @@ class Slot:
         self.tail_due = 0.0  # time.monotonic() after which the tail may be prefilled
         self.salt = ""  # tenant whose tokens `cache` holds
         self.session: str | None = None  # conversation whose KV this slot holds (affinity)
+        # Documents whose chunks may be in the KV (a superset: cleared only when the KV is).
+        self.documents: frozenset[str] = frozenset()
 
     @property
     def idle(self) -> bool:
@@ -72,6 +74,7 @@ class Slot:
             n = 0  # memory that cannot cut partially (e.g. recurrent state): start over
         if n == 0:
             model.seq_clear(self.id)
+            self.documents = frozenset()
         self.cache.keep_first(n)
         return n
 
@@ -121,11 +124,13 @@ class Slot:
         self.cache = donor.cache.copy()
         self.cache.keep_first(n)
         self.salt = donor.salt
+        self.documents = donor.documents
 
     def erase(self, model: Model) -> None:
         self.tail = None
         self.salt = ""
         self.session = None
+        self.documents = frozenset()
         model.seq_clear(self.id)
         self.cache = TokenSequence()
 

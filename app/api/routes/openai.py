@@ -9,9 +9,11 @@ from fastapi import APIRouter, Header, Request
 
 from app.api.responder import Reply, respond
 from app.api.responses import ChatShape, TextShape
+from app.api.routes.documents import rag_sources, with_citations
 from app.api.schemas import ChatCompletionRequest, CompletionRequest
 from app.api.services import ServicesDep
 from app.chat.images import image_prompt
+from app.chat.messages import ChatMessage
 from app.chat.turn import TurnResult
 from app.engine.request import RequestError, no_projector
 from mm.token_sequence import TokenSequence
@@ -28,6 +30,15 @@ async def chat_completions(
 ):
     prompter, turns, salt = services.prompter, services.turns, body.cache_salt
     on_end = []
+    citations, documents = None, frozenset()
+    if body.rag is not None:
+        if any(m.has_images() for m in body.messages):
+            raise RequestError("rag takes text messages only", param="rag")
+        question = body.messages[-1].text()
+        part, citations = await rag_sources(services, http, body.rag, question, set())
+        documents = frozenset(c["document_id"] for c in citations)
+        last = ChatMessage(role="user", content=[part, {"type": "text", "text": question}])
+        body.messages = [*body.messages[:-1], last]
     if any(m.has_images() for m in body.messages):
         vision = services.engine.vision
         if vision is None:
@@ -55,7 +66,11 @@ async def chat_completions(
         on_end.append(remember)
     request.continuation = prompter.continuation
     request.session = body.session_id or x_session_id
+    request.documents = documents
     reply = Reply(ChatShape, "chat", on_end)
+    if citations is not None:
+        reply.prelude = {"citations": citations}
+        reply.reshape = with_citations(citations)
     return await respond(services, request, body, reply, http)
 
 

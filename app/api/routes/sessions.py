@@ -18,6 +18,7 @@ from fastapi.responses import JSONResponse
 
 from app.api.responder import Reply, respond
 from app.api.responses import ChatShape
+from app.api.routes.documents import rag_sources, with_citations
 from app.api.schemas import (
     CreateSessionRequest,
     ForkSessionRequest,
@@ -30,6 +31,7 @@ from app.chat.session_history import history, history_prompt, store_images
 from app.chat.turn import TurnResult
 from app.db.records import MessageRecord, SessionRecord
 from app.db.session_edits import UNCHANGED
+from app.docs.chat_sources import cited_before
 from app.engine.request import RequestError, no_projector
 
 router = APIRouter(prefix="/v1/sessions")
@@ -207,6 +209,15 @@ async def _turn(
         {**session.sampling, **body.model_dump(exclude_unset=True)}
     )
     content = body.model_dump()["content"]  # plain str or list of dicts for the database
+    citations, documents = None, frozenset()
+    if body.rag is not None:
+        if body.has_images():
+            raise RequestError("rag takes text messages only", param="rag")
+        seen, before = cited_before([m.content for m in session.messages if m.role == "user"])
+        part, citations = await rag_sources(services, http, body.rag, body.text(), seen)
+        # The KV of the whole history holds every document cited in it.
+        documents = frozenset(before | {c["document_id"] for c in citations})
+        content = [part, {"type": "text", "text": body.text()}]
     vision = services.engine.vision
     if body.has_images():
         if vision is None or services.media is None:
@@ -222,6 +233,7 @@ async def _turn(
         session=session.id,
         continuation=services.prompter.continuation,
         images=images,
+        documents=documents,
     )
     services.engine.validate(request)  # bad input changes nothing: checked before storing
     services.engine.check_room()  # nor does a full queue (the common case; submit checks again)
@@ -266,6 +278,9 @@ async def _turn(
         services.busy_sessions.discard(session.id)
 
     reply = Reply(ChatShape, "session", [store_reply, release], {"session_id": session.id})
+    if citations is not None:
+        reply.prelude = {"citations": citations}
+        reply.reshape = with_citations(citations)
     try:
         return await respond(services, request, fields, reply, http)
     except RequestError:

@@ -169,3 +169,11 @@ def test_save_overwrites_only_slot_saves(engine, actions, tmp_path):
     engine.fill(0, [3, 4, 5])
     assert run(actions, "save", 0, "s.bin")["n_saved"] == 3  # our own file: replaced
     assert sorted(p.name for p in directory.iterdir()) == ["notes.txt", "s.bin"]
+
+
+def test_a_slot_save_keeps_the_documents_its_kv_holds(engine, actions):
+    engine.fill(0, [5, 6, 7])
+    engine.scheduler.slots[0].documents = frozenset({"doc-a"})
+    run(actions, "save", 0, "d.bin")
+    run(actions, "restore", 1, "d.bin")
+    assert engine.scheduler.slots[1].documents == frozenset({"doc-a"})

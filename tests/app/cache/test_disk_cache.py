@@ -142,3 +142,17 @@ def test_no_budget_means_no_eviction(tmp_path: Path, model_file: str):
         cache.store("", seq(i), b"x" * 1000)
     assert len(cache.entries) == 20
     cache.flush()
+
+
+def test_forget_documents_deletes_their_files_also_after_a_reopen(tmp_path: Path, model_file: str):
+    cache = DiskCache(tmp_path / "c", model_file)
+    cache.store("", TokenSequence([1, 2, 3]), b"kept")
+    cache.store("", TokenSequence([4, 5, 6]), b"gone", frozenset({"doc-x"}))
+    cache.flush()
+    again = reopen(tmp_path / "c", model_file)
+    assert {e.documents for e in again.entries.values()} == {frozenset(), frozenset({"doc-x"})}
+    assert again.forget_documents({"doc-x"}) == 1
+    again.flush()
+    assert again.best("", TokenSequence([4, 5, 6])) is None
+    assert len(list((tmp_path / "c").glob("*" + SUFFIX))) == 1
+    assert reopen(tmp_path / "c", model_file).best("", TokenSequence([4, 5, 6])) is None

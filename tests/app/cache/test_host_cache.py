@@ -77,3 +77,13 @@ def test_a_popular_entry_survives_a_burst_of_one_offs_only_under_gdsf(policy: st
 def test_unknown_policy_is_refused():
     with pytest.raises(ValueError, match="policy"):
         HostCache(budget_bytes=10, policy="random")
+
+
+def test_forget_documents_drops_the_entries_holding_them():
+    cache = HostCache(budget_bytes=1000)
+    cache.store("", seq(1, 2, 3), b"a" * 10, frozenset({"doc-a"}))
+    cache.store("", seq(4, 5), b"b" * 10, frozenset({"doc-b", "doc-c"}))
+    cache.store("", seq(6, 7), b"c" * 10)
+    assert cache.forget_documents({"doc-c"}) == 1
+    assert [e.tokens for e in cache.entries.values()] == [seq(1, 2, 3), seq(6, 7)]
+    assert cache.best("", seq(4, 5)) is None and cache.bytes_used == 20

@@ -14,7 +14,15 @@ from app.db.models import Base
 from app.db.store import Store, make_engine
 
 ROOT = Path(__file__).resolve().parents[3]
-TABLES = {"conversations", "messages", "media_assets"}
+TABLES = {
+    "conversations",
+    "messages",
+    "media_assets",
+    "collections",
+    "documents",
+    "chunks",
+    "chunk_tokens",
+}
 
 
 def tables(url: str) -> set[str]:
@@ -30,14 +38,14 @@ def test_upgrade_creates_the_tables_and_a_second_upgrade_is_a_no_op(database_url
     assert current(database_url) is None
     upgrade(database_url)
     assert tables(database_url) == TABLES | {"alembic_version"}
-    assert current(database_url) == head() == "0001"
+    assert current(database_url) == head() == "0002"
 
     store = Store(database_url)
     sid = store.create_session().id
     store.add_message(sid, "user", "kept")
     store.migrate()  # what every server start does
     upgrade(database_url)
-    assert current(database_url) == "0001"
+    assert current(database_url) == "0002"
     assert [m.content for m in store.get_session(sid).messages] == ["kept"]
     store.close()
 
@@ -69,7 +77,7 @@ def test_upgrade_through_a_given_connection(database_url: str):
             upgrade(database_url, connection=conn)
     finally:
         engine.dispose()
-    assert current(database_url) == "0001"
+    assert current(database_url) == "0002"
     assert tables(database_url) == TABLES | {"alembic_version"}
 
 
@@ -82,7 +90,7 @@ def test_migrations_work_from_any_directory(tmp_path: Path):
         text=True,
         check=True,
     )
-    assert "at revision 0001" in out.stdout
+    assert "at revision 0002" in out.stdout
     assert tables(url) == TABLES | {"alembic_version"}
 
 
@@ -95,4 +103,4 @@ def test_alembic_command_line_uses_the_repo_config(tmp_path: Path):
         capture_output=True,
         check=True,
     )
-    assert current(url) == "0001"
+    assert current(url) == "0002"

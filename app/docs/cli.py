@@ -1,0 +1,109 @@
+"""`python -m rag ingest PATH... --collection NAME`: the server's ingestion pipeline, run from a
+shell with a progress bar, into the same database and index files the server uses.
+
+Documents already in the collection (same content) are skipped. A server running meanwhile sees
+new documents of a collection it has already searched after a restart (its index is in memory).
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import logging
+import sys
+from pathlib import Path
+
+from tqdm import tqdm
+
+from app.cache.state_file import cached_fingerprint
+from app.config import Settings
+from app.db.document_store import DocumentStore
+from app.db.store import Store
+from app.docs.doc_prompt import token_counter
+from app.docs.ingestor import ingest_document
+from app.docs.library import DocLibrary
+from app.engine.config import EngineConfig
+from app.engine.model import Model
+from rag.chunker import DEFAULT_CHUNK_TOKENS, DEFAULT_OVERLAP_TOKENS
+from rag.errors import DocumentError
+from rag.loader import load
+
+
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(prog="python -m rag", allow_abbrev=False, description=__doc__)
+    sub = p.add_subparsers(dest="command", required=True)
+    ingest = sub.add_parser("ingest", allow_abbrev=False, help="add documents to a collection")
+    ingest.add_argument("paths", nargs="+", type=Path)
+    ingest.add_argument("--collection", required=True, help="name; created if missing")
+    ingest.add_argument("--chunk-tokens", type=int, default=DEFAULT_CHUNK_TOKENS)
+    ingest.add_argument("--overlap-tokens", type=int, default=DEFAULT_OVERLAP_TOKENS)
+    ingest.add_argument("-m", "--model", help="chat model GGUF (its tokenizer counts tokens)")
+    ingest.add_argument("--data-dir")
+    ingest.add_argument("--database-url")
+    ingest.add_argument("--embedding-model")
+    ingest.add_argument("--embedding-threads", type=int)
+    ingest.add_argument("--doc-max-bytes", type=int)
+    return p.parse_args(argv)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    logging.basicConfig(level=logging.WARNING)
+    flags = {k: v for k, v in vars(args).items() if v is not None and k in Settings.model_fields}
+    settings = Settings(**flags)
+    store = Store(settings.database())
+    store.migrate()
+    docs = DocumentStore(store)
+    found = [c for c in docs.list_collections("") if c.name == args.collection]
+    collection = (
+        found[0]
+        if found
+        else docs.create_collection(
+            "", args.collection, args.chunk_tokens, args.overlap_tokens, None
+        )
+    )
+    model = Model(EngineConfig(settings.model_path(), n_ctx=256, n_parallel=1, warmup=False))
+    library = DocLibrary(
+        docs, settings.index_dir(), settings.embedding_model, settings.embedding_threads or 2
+    )
+    key = cached_fingerprint(model.path)
+    failed = 0
+    try:
+        for path in args.paths:
+            try:
+                data = path.read_bytes()
+                loaded = load(path.name, data, settings.doc_max_bytes)
+            except (OSError, DocumentError) as e:
+                print(f"{path}: {e}", file=sys.stderr)
+                failed += 1
+                continue
+            record, duplicate = docs.add_document(
+                "",
+                collection.id,
+                filename=path.name,
+                kind=loaded.kind,
+                sha256=hashlib.sha256(data).hexdigest(),
+                text=loaded.text,
+                page_starts=loaded.page_starts,
+                metadata={"path": str(path)},
+            )
+            if duplicate and record.status == "ready":
+                print(f"{path}: already in {args.collection} as {record.id}")
+                continue
+            with tqdm(desc=path.name, unit="chunk") as bar:
+
+                def progress(done: int, total: int, bar: tqdm = bar) -> None:
+                    bar.total = total
+                    bar.update(done - bar.n)
+
+                try:
+                    ingest_document(docs, library, token_counter(model), key, record.id, progress)
+                except Exception as e:
+                    docs.set_progress(record.id, "error", 0, 0, f"ingestion failed: {e}")
+                    print(f"{path}: {e}", file=sys.stderr)
+                    failed += 1
+        print(f"collection {args.collection} ({collection.id})")
+    finally:
+        model.close()
+        store.close()
+    return 1 if failed else 0

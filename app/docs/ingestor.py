@@ -1,0 +1,112 @@
+"""`Ingestor`: the background worker that turns queued documents into searchable chunks.
+
+One thread, documents one at a time in upload order: load the stored text, chunk it in chat-model
+tokens, tokenize each chunk with its numbered header (once, for good), embed in batches (progress
+after each), then store every chunk, vector and token id in one transaction and add the vectors
+to the collection's index. A failure marks the document `error` with the reason; a restart
+re-queues documents left `queued` or `processing` (nothing of them was stored yet).
+"""
+
+from __future__ import annotations
+
+import logging
+import queue
+import threading
+from collections.abc import Callable
+
+import numpy as np
+
+from app.db.document_records import NewChunk
+from app.db.document_store import DocumentStore
+from app.docs.library import DocLibrary
+from rag.chunker import Chunker
+from rag.layout import chunk_text
+from rag.loader import LoadedDocument
+
+log = logging.getLogger(__name__)
+
+Tokenize = Callable[[str], list[int]]
+EMBED_BATCH = 16
+
+
+def ingest_document(
+    docs: DocumentStore,
+    library: DocLibrary,
+    tokenize: Tokenize,
+    model: str,
+    document_id: str,
+    progress: Callable[[int, int], None] | None = None,
+) -> bool:
+    """Ingest one stored document; True when it became ready. Raises on failure."""
+    found = docs.ingest_input(document_id)
+    if found is None:
+        return False  # deleted meanwhile
+    doc, text, page_starts, collection = found
+    chunker = Chunker(
+        lambda t: len(tokenize(t)), collection.chunk_tokens, collection.overlap_tokens
+    )
+    chunks = chunker.split(LoadedDocument(text, doc.kind, page_starts))
+    if not chunks:
+        raise ValueError("the document has no text to index")
+    docs.set_progress(document_id, "processing", 0, len(chunks))
+    first = docs.next_number(collection.id)
+    token_ids = [
+        tokenize(chunk_text(first + c.ordinal, doc.filename, c.page, c.text)) for c in chunks
+    ]
+    embedder = library.embedder()
+    vectors = []
+    for start in range(0, len(chunks), EMBED_BATCH):
+        batch = chunks[start : start + EMBED_BATCH]
+        vectors.append(embedder.embed([c.text for c in batch]))
+        done = start + len(batch)
+        docs.set_progress(document_id, "processing", done, len(chunks))
+        if progress is not None:
+            progress(done, len(chunks))
+    matrix = np.concatenate(vectors)
+    new = [
+        NewChunk(c.ordinal, c.text, c.char_start, c.char_end, c.page, matrix[i])
+        for i, c in enumerate(chunks)
+    ]
+    if not docs.finish_document(document_id, new, model, token_ids, first):
+        return False
+    ids = [chunk_id for chunk_id, _ in docs.numbered(document_id)]
+    library.added(collection.id, ids, matrix)
+    return True
+
+
+class Ingestor:
+    def __init__(
+        self, docs: DocumentStore, library: DocLibrary, tokenize: Tokenize, model: str
+    ) -> None:
+        self.docs, self.library, self.tokenize, self.model = docs, library, tokenize, model
+        self._queue: queue.Queue[str | None] = queue.Queue()
+        self._thread: threading.Thread | None = None
+
+    def start(self) -> None:
+        """Start the worker; documents a previous process left unfinished go first."""
+        for document_id in self.docs.unfinished():
+            self._queue.put(document_id)
+        self._thread = threading.Thread(target=self._run, name="ingest", daemon=True)
+        self._thread.start()
+
+    def submit(self, document_id: str) -> None:
+        self._queue.put(document_id)
+
+    def stop(self) -> None:
+        self._queue.put(None)
+        if self._thread is not None:
+            self._thread.join(timeout=30)
+
+    def _run(self) -> None:
+        while (document_id := self._queue.get()) is not None:
+            try:
+                ingest_document(self.docs, self.library, self.tokenize, self.model, document_id)
+            except Exception as e:
+                log.exception("ingesting %s failed", document_id)
+                try:
+                    self.docs.set_progress(document_id, "error", 0, 0, f"ingestion failed: {e}")
+                except Exception:
+                    log.exception("could not record the failure of %s", document_id)
+            finally:
+                self._queue.task_done()
+        self._queue.task_done()

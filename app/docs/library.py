@@ -1,0 +1,134 @@
+"""`DocLibrary`: the embedder and each collection's search indexes, for one server process.
+
+The embedding model is loaded on first use (never for servers that hold no documents), in
+whichever worker thread needs it first, never on the event loop or the engine thread. FAISS
+indexes are built lazily per collection: loaded from their file when it matches the database,
+else rebuilt from the vectors stored there (the truth) and saved again.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from pathlib import Path
+
+import numpy as np
+
+from app.db.document_store import DocumentStore
+from rag.bm25 import Bm25Index
+from rag.embedder import Embedder
+from rag.index import VectorIndex
+from rag.retriever import Hit, retrieve
+
+log = logging.getLogger(__name__)
+
+DIM = 384  # all-MiniLM-L6-v2; another model's size is read once it is loaded
+
+
+class DocLibrary:
+    def __init__(
+        self, docs: DocumentStore, index_dir: Path, model_path: str | None, threads: int
+    ) -> None:
+        self.docs = docs
+        self.index_dir = index_dir
+        self._model_path = model_path
+        self._threads = threads
+        self._embedder: Embedder | None = None
+        self._load_lock = threading.Lock()
+        self._lock = threading.Lock()  # guards the two dicts below and index changes
+        self._indexes: dict[str, VectorIndex] = {}
+        self._bm25: dict[str, Bm25Index] = {}
+
+    @property
+    def loaded(self) -> bool:
+        return self._embedder is not None
+
+    def embedder(self) -> Embedder:
+        with self._load_lock:
+            if self._embedder is None:
+                log.info("loading the embedding model")
+                self._embedder = Embedder(self._model_path, self._threads)
+            return self._embedder
+
+    @property
+    def dim(self) -> int:
+        return self._embedder.dim if self._embedder is not None else DIM
+
+    def _path(self, collection_id: str) -> Path:
+        return self.index_dir / f"{collection_id}.faiss"
+
+    def index(self, collection_id: str) -> VectorIndex:
+        """The collection's index: its file if it holds exactly the database's chunks, else
+        rebuilt from the stored vectors (and saved)."""
+        with self._lock:
+            found = self._indexes.get(collection_id)
+            if found is not None:
+                return found
+            ids, vectors, _ = self.docs.vectors(collection_id, self.dim)
+            dim = vectors.shape[1]
+            index = VectorIndex.load(self._path(collection_id), dim, set(ids))
+            if index is None:
+                log.info("rebuilding the index of %s from the database", collection_id)
+                index = VectorIndex.build(dim, ids, vectors)
+                index.save(self._path(collection_id))
+            self._indexes[collection_id] = index
+            return index
+
+    def load_all(self) -> None:
+        """At start-up: check (or rebuild) every collection's index file."""
+        for collection_id in self.docs.collection_ids():
+            self.index(collection_id)
+
+    def _bm25_of(self, collection_id: str) -> Bm25Index:
+        with self._lock:
+            found = self._bm25.get(collection_id)
+        if found is None:
+            ids, _, texts = self.docs.vectors(collection_id, self.dim)
+            found = Bm25Index(ids, texts)
+            with self._lock:
+                self._bm25[collection_id] = found
+        return found
+
+    def added(self, collection_id: str, ids: list[int], vectors: np.ndarray) -> None:
+        index = self.index(collection_id)
+        with self._lock:
+            if len(index) == 0 and index.dim != vectors.shape[1]:  # empty, sized by default
+                index = self._indexes[collection_id] = VectorIndex(vectors.shape[1])
+            if not set(ids) & index.ids():
+                index.add(ids, vectors)
+            index.save(self._path(collection_id))
+            self._bm25.pop(collection_id, None)
+
+    def removed(self, collection_id: str, ids: list[int]) -> None:
+        index = self.index(collection_id)
+        with self._lock:
+            index.remove(ids)
+            index.save(self._path(collection_id))
+            self._bm25.pop(collection_id, None)
+
+    def dropped(self, collection_id: str) -> None:
+        with self._lock:
+            self._indexes.pop(collection_id, None)
+            self._bm25.pop(collection_id, None)
+        self._path(collection_id).unlink(missing_ok=True)
+
+    def search(
+        self,
+        collection_id: str,
+        query: str,
+        top_k: int,
+        score_threshold: float | None,
+        allowed: set[int] | None,
+        hybrid: bool,
+    ) -> list[Hit]:
+        """Blocking (embeds the query): call from a worker thread."""
+        vector = self.embedder().embed_query(query)
+        return retrieve(
+            self.index(collection_id),
+            vector,
+            top_k,
+            score_threshold=score_threshold,
+            allowed=allowed,
+            bm25=self._bm25_of(collection_id) if hybrid else None,
+            query_text=query,
+        )

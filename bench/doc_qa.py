@@ -1,0 +1,282 @@
+"""Document QA: our retrieval layout against llama-server fed the same retrieved chunks.
+
+    python -m bench.doc_qa [--quick] [--servers ours,llama-server] [--out DIR]
+
+A corpus of generated documents (one topic each) goes into a collection on our server; then
+questions over Zipf-popular topics are asked (top 4 chunks):
+- ours: `POST /v1/collections/{id}/ask` (the chunks laid out cached-first, then canonical);
+- llama-server, score order: the same chunks, as a typical RAG app sends them (best first,
+  numbered by rank) through /v1/chat/completions;
+- llama-server, canonical order: the same chunks in our canonical order (document, ordinal).
+Each row: mean/p50/p95 TTFT over the questions and the share of prompt tokens served from
+cache. Also printed: ingestion time, embedding chunks/s and retrieval ms per question.
+llama-server runs only when built (`make llama-server`); `--servers ours` runs ours alone.
+`python -m bench.compare --doc-qa` adds these rows to the comparison.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import random
+import statistics
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import httpx
+
+from bench import peers
+from bench.client import Result, stream, stream_chat
+from bench.core import TOPICS
+from tests.server import ROOT
+
+RESULTS = ROOT / "bench" / "results"
+TOP_K = 4
+MAX_TOKENS = 8
+WORDS = [
+    "stone",
+    "river",
+    "market",
+    "lantern",
+    "harvest",
+    "copper",
+    "window",
+    "garden",
+    "ledger",
+    "signal",
+    "meadow",
+    "anchor",
+    "timber",
+    "valley",
+    "beacon",
+    "orchard",
+    "quarry",
+    "furnace",
+    "compass",
+    "harbour",
+    "archive",
+    "canal",
+    "bridge",
+    "tower",
+]
+# The prompt text around the chunks, as our server builds it (app/docs/doc_prompt.py).
+SYSTEM = (
+    "You answer questions from the numbered sources you are given. Cite the sources you use by "
+    "their number, like [1]. If the sources do not hold the answer, say so."
+)
+
+
+@dataclass(frozen=True)
+class Plan:
+    documents: int
+    paragraphs: int  # per document (~65 tokens each)
+    questions: int
+    topics: int
+
+
+FULL = Plan(documents=30, paragraphs=4, questions=40, topics=10)
+QUICK = Plan(documents=6, paragraphs=1, questions=6, topics=3)
+
+
+def corpus(plan: Plan, rnd: random.Random) -> list[tuple[str, str, str]]:
+    """(filename, topic, text) per document; each document is about one topic."""
+    docs = []
+    for i in range(plan.documents):
+        topic = TOPICS[i % plan.topics]
+        paragraphs = []
+        for p in range(plan.paragraphs):
+            words = " ".join(rnd.choice(WORDS) for _ in range(40))
+            paragraphs.append(
+                f"Note {p + 1} on the {topic} of district {i}: the {topic} keep records of "
+                f"{words}. People who study {topic} remember this."
+            )
+        docs.append((f"{topic}-{i}.txt", topic, "\n\n".join(paragraphs)))
+    return docs
+
+
+def questions(plan: Plan, rnd: random.Random) -> list[str]:
+    """Zipf-popular topics (s = 1.1), phrased a few ways."""
+    weights = [1 / (k + 1) ** 1.1 for k in range(plan.topics)]
+    forms = [
+        "What do the notes say about the {t}?",
+        "Summarise what is recorded about {t}.",
+        "Which records do the {t} keep?",
+        "Tell me about the {t}.",
+    ]
+    out = []
+    for _ in range(plan.questions):
+        topic = rnd.choices(TOPICS[: plan.topics], weights)[0]
+        out.append(rnd.choice(forms).format(t=topic))
+    return out
+
+
+def chunk_block(number: int, hit: dict) -> str:
+    page = f", p. {hit['page']}" if hit["page"] is not None else ""
+    return f"[{number}] {hit['filename']}{page}\n{hit['text']}\n\n"
+
+
+def messages(question: str, hits: list[dict]) -> list[dict]:
+    sources = "".join(chunk_block(i + 1, h) for i, h in enumerate(hits))
+    user = f"Sources:\n\n{sources}Question: {question}"
+    return [{"role": "system", "content": SYSTEM}, {"role": "user", "content": user}]
+
+
+def wait_ready(base: str, ids: list[str]) -> int:
+    """Total chunks once every document is ready."""
+    total = 0
+    for doc_id in ids:
+        while True:
+            doc = httpx.get(f"{base}/v1/documents/{doc_id}", timeout=60).json()
+            if doc["status"] == "error":
+                raise RuntimeError(f"{doc_id}: {doc['error']}")
+            if doc["status"] == "ready":
+                total += doc["n_chunks"]
+                break
+            time.sleep(0.05)
+    return total
+
+
+def summarize(results: list[Result]) -> dict:
+    ttfts = sorted(r.ttft for r in results)
+    prompt = sum(r.prompt_tokens or 0 for r in results)
+    cached = sum(r.cached_tokens or 0 for r in results)
+    return {
+        "n": len(ttfts),
+        "mean_ttft": statistics.fmean(ttfts),
+        "p50_ttft": statistics.median(ttfts),
+        "p95_ttft": ttfts[min(len(ttfts) - 1, round(0.95 * (len(ttfts) - 1)))],
+        "cached_share": cached / prompt if prompt else None,
+    }
+
+
+def run_ours(peer: peers.Peer, plan: Plan, seed: int = 1) -> tuple[dict, list[tuple[str, list]]]:
+    """Ingest, then ask every question; returns the numbers and the retrieved sets."""
+    rnd = random.Random(seed)
+    docs, asked = corpus(plan, rnd), questions(plan, rnd)
+    out: dict = {}
+    with peer:
+        base = peer.base_url
+        col = httpx.post(f"{base}/v1/collections", json={"name": "bench"}).json()["id"]
+        # One small document first: loads the embedding model, so the timed ingestion is not.
+        t0 = time.perf_counter()
+        first = httpx.post(
+            f"{base}/v1/collections/{col}/documents",
+            json={"filename": "warmup.txt", "text": "A first note to load the embedder."},
+        ).json()
+        wait_ready(base, [first["id"]])
+        out["embedder_load_s"] = time.perf_counter() - t0
+        t0 = time.perf_counter()
+        ids = [
+            httpx.post(
+                f"{base}/v1/collections/{col}/documents",
+                json={"filename": name, "text": text},
+                timeout=60,
+            ).json()["id"]
+            for name, _, text in docs
+        ]
+        chunks = wait_ready(base, ids)
+        out["ingest_s"] = time.perf_counter() - t0
+        out["chunks"] = chunks
+        out["chunks_per_s"] = chunks / out["ingest_s"]
+        sets, results, retrieval = [], [], []
+        for q in asked:
+            hits = httpx.post(
+                f"{base}/v1/collections/{col}/search", json={"query": q, "top_k": TOP_K}, timeout=60
+            ).json()["data"]
+            sets.append((q, hits))
+            body = {"question": q, "top_k": TOP_K, "max_tokens": MAX_TOKENS}
+            r = stream(f"{base}/v1/collections/{col}/ask", body)
+            results.append(r)
+            retrieval.append(r.timings.get("retrieval_ms", 0.0))
+        out["retrieval_ms"] = statistics.fmean(retrieval)
+        out["ours"] = summarize(results)
+    return out, sets
+
+
+def run_llama_server(peer: peers.Peer, sets: list[tuple[str, list]]) -> dict:
+    out = {}
+    with peer:
+        for name, order in [
+            ("llama-server, score order", lambda hits: sorted(hits, key=lambda h: -h["score"])),
+            (
+                "llama-server, canonical order",
+                lambda hits: sorted(hits, key=lambda h: (h["document_id"], h["ordinal"])),
+            ),
+        ]:
+            results = [
+                stream_chat(peer.base_url, messages(q, order(hits)), max_tokens=MAX_TOKENS)
+                for q, hits in sets
+            ]
+            out[name] = summarize(results)
+    return out
+
+
+def run(model: str, quick: bool, servers: list[str]) -> dict:
+    plan = QUICK if quick else FULL
+    report: dict = {"plan": plan.__dict__, "rows": {}, "failed": {}}
+    ours, sets = run_ours(peers.make("ours", model, None), plan)
+    report["rows"]["ours"] = ours.pop("ours")
+    report.update(ours)
+    if "llama-server" in servers:
+        try:
+            report["rows"].update(run_llama_server(peers.make("llama-server", model, None), sets))
+        except (peers.PeerUnavailable, RuntimeError, httpx.HTTPError) as e:
+            report["failed"]["llama-server"] = f"{type(e).__name__}: {e}"
+    return report
+
+
+def markdown(report: dict) -> str:
+    plan = report["plan"]
+    lines = [
+        f"Document QA: {plan['documents']} documents, {plan['questions']} questions over "
+        f"{plan['topics']} Zipf-popular topics, top {TOP_K} chunks. Ingestion "
+        f"{report['ingest_s']:.1f} s for {report['chunks']} chunks "
+        f"({report['chunks_per_s']:.1f} chunks/s; embedder load {report['embedder_load_s']:.1f} s "
+        f"before it); retrieval (query embedding, search, layout) {report['retrieval_ms']:.1f} ms "
+        "per question.",
+        "",
+        "| server | mean TTFT s | p50 s | p95 s | cached share |",
+        "|---|---:|---:|---:|---:|",
+    ]
+    for name, row in report["rows"].items():
+        share = "n/a" if row["cached_share"] is None else f"{row['cached_share']:.2f}"
+        lines.append(
+            f"| {name} | {row['mean_ttft']:.3f} | {row['p50_ttft']:.3f} | "
+            f"{row['p95_ttft']:.3f} | {share} |"
+        )
+    score = report["rows"].get("llama-server, score order")
+    if score:
+        ratio = report["rows"]["ours"]["mean_ttft"] / score["mean_ttft"]
+        verdict = "met" if ratio <= 0.5 else "not met"
+        lines += [
+            "",
+            f"ours / llama-server (score order), mean TTFT: {ratio:.2f} (≤ 0.5: {verdict})",
+        ]
+    for name, why in report["failed"].items():
+        lines.append(f"\n{name} failed: {why}")
+    return "\n".join(lines) + "\n"
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="python -m bench.doc_qa", allow_abbrev=False)
+    p.add_argument("--quick", action="store_true", help="a small corpus: a smoke test")
+    p.add_argument("--servers", default="ours,llama-server", help="ours, llama-server")
+    p.add_argument("--out", type=Path, default=RESULTS)
+    args = p.parse_args(argv)
+    from app.config import packaged_model_path
+
+    servers = [s.strip() for s in args.servers.split(",") if s.strip()]
+    report = run(packaged_model_path(), args.quick, servers)
+    table = markdown(report)
+    args.out.mkdir(parents=True, exist_ok=True)
+    stem = "doc-qa-quick" if args.quick else "doc-qa"
+    (args.out / f"{stem}.md").write_text(f"# Document QA\n\n{table}")
+    (args.out / f"{stem}.json").write_text(json.dumps(report, indent=1))
+    print(table)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

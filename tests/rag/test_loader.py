@@ -1,0 +1,51 @@
+from __future__ import annotations
+
+import pytest
+
+from rag.errors import DocumentError
+from rag.loader import load
+from tests.rag.pdfs import make_pdf
+
+LIMIT = 1 << 20
+
+
+def test_text_and_markdown_are_kept_as_written():
+    doc = load("a.txt", "\ufeffhello\n\nworld".encode(), LIMIT)
+    assert (doc.text, doc.kind, doc.page_at(3)) == ("hello\n\nworld", "text", None)
+    assert load("b.md", b"# Title\n\nbody", LIMIT).kind == "markdown"
+
+
+def test_html_gives_its_text_only():
+    html = b"<html><head><title>t</title><style>p{}</style></head><body><p>One &amp; two</p>"
+    html += b"<script>var x = 1;</script><div>three</div></body></html>"
+    assert load("page.html", html, LIMIT).text == "One & two\n\nthree"
+
+
+def test_pdf_keeps_page_numbers():
+    doc = load("r.pdf", make_pdf(["First page about cats.", "Second page about volcanoes."]), LIMIT)
+    at = doc.text.index("volcanoes")
+    assert doc.kind == "pdf"
+    assert doc.page_at(at) == 2
+    assert doc.page_at(doc.text.index("cats")) == 1
+
+
+@pytest.mark.parametrize(
+    ("name", "data", "reason"),
+    [
+        ("empty.txt", b"  \n", "empty"),
+        ("junk.pdf", b"this is not a pdf at all", "not a readable PDF"),
+        ("tool.exe", b"MZ...", "unsupported file type"),
+        ("latin.txt", "caf\xe9".encode("latin-1"), "not UTF-8"),
+        ("bin.txt", b"a\x00b", "binary"),
+        ("blank.pdf", make_pdf([""]), "no extractable text"),
+    ],
+)
+def test_bad_files_are_refused_with_the_reason(name: str, data: bytes, reason: str):
+    with pytest.raises(DocumentError, match=reason):
+        load(name, data, LIMIT)
+
+
+def test_oversized_files_are_refused():
+    with pytest.raises(DocumentError) as e:
+        load("big.txt", b"x" * 101, 100)
+    assert e.value.too_large

@@ -1,0 +1,57 @@
+"""bench.doc_qa: the report, and a --quick run of ours through the real server."""
+
+from __future__ import annotations
+
+import json
+import random
+from pathlib import Path
+
+from bench import doc_qa
+
+
+def row(mean: float, share: float | None) -> dict:
+    return {"n": 4, "mean_ttft": mean, "p50_ttft": mean, "p95_ttft": mean, "cached_share": share}
+
+
+def test_report_compares_ours_with_llama_server_score_order():
+    report = {
+        "plan": doc_qa.FULL.__dict__,
+        "rows": {
+            "ours": row(0.2, 0.9),
+            "llama-server, score order": row(1.0, 0.1),
+            "llama-server, canonical order": row(0.5, 0.6),
+        },
+        "failed": {},
+        "ingest_s": 10.0,
+        "chunks": 60,
+        "chunks_per_s": 6.0,
+        "embedder_load_s": 7.0,
+        "retrieval_ms": 12.0,
+    }
+    md = doc_qa.markdown(report)
+    assert "| ours | 0.200 | 0.200 | 0.200 | 0.90 |" in md
+    assert "mean TTFT: 0.20 (≤ 0.5: met)" in md
+    assert "30 documents, 40 questions" in md and "6.0 chunks/s" in md
+
+
+def test_questions_follow_zipf_popularity_and_prompts_number_by_rank():
+    asked = doc_qa.questions(doc_qa.FULL, random.Random(3))
+    counts = [sum(t in q for q in asked) for t in doc_qa.TOPICS[: doc_qa.FULL.topics]]
+    assert len(asked) == 40 and counts[0] == max(counts)
+    hits = [
+        {"filename": "a.txt", "page": None, "text": "x"},
+        {"filename": "b.pdf", "page": 2, "text": "y"},
+    ]
+    user = doc_qa.messages("q?", hits)[1]["content"]
+    assert user == "Sources:\n\n[1] a.txt\nx\n\n[2] b.pdf, p. 2\ny\n\nQuestion: q?"
+
+
+def test_quick_run_of_ours(tmp_path: Path):
+    assert doc_qa.main(["--quick", "--servers", "ours", "--out", str(tmp_path)]) == 0
+    report = json.loads((tmp_path / "doc-qa-quick.json").read_text())
+    ours = report["rows"]["ours"]
+    assert ours["n"] == doc_qa.QUICK.questions and ours["mean_ttft"] > 0
+    assert report["chunks"] >= doc_qa.QUICK.documents and report["retrieval_ms"] > 0
+    # Popular topics come back: some context is served from the cache.
+    assert ours["cached_share"] > 0
+    assert "| ours |" in (tmp_path / "doc-qa-quick.md").read_text()
