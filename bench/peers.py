@@ -75,8 +75,8 @@ def _external(name: str, command: list[str], port: int, health_path: str) -> Man
     return ManagedProcess(command, port, health_path, log_path=LOGS / f"{name}.log", name=name)
 
 
-def ours(model: str, mmproj: str | None = None) -> Peer:
-    args = ["-m", model, "-np", str(SLOTS), "-c", str(CTX_SIZE), "-t", str(THREADS)]
+def ours(model: str, mmproj: str | None = None, slots: int = SLOTS) -> Peer:
+    args = ["-m", model, "-np", str(slots), "-c", str(CTX_SIZE), "-t", str(THREADS)]
     if mmproj:
         args += ["--mmproj", mmproj]
     server = ServerProcess(*args)  # a temporary data directory of its own
@@ -84,14 +84,16 @@ def ours(model: str, mmproj: str | None = None) -> Peer:
     return Peer("ours", server, images=bool(mmproj))
 
 
-def llama_server(model: str, mmproj: str | None = None, binary: Path = LLAMA_SERVER) -> Peer:
+def llama_server(
+    model: str, mmproj: str | None = None, binary: Path = LLAMA_SERVER, slots: int = SLOTS
+) -> Peer:
     if not binary.exists():
         raise PeerUnavailable(f"{binary} is not built (make llama-server)")
     port = free_port()
     command = [
         str(binary),
         "-m", model,
-        "-np", str(SLOTS),
+        "-np", str(slots),
         "-c", str(CTX_SIZE),
         "-t", str(THREADS),
         "--kv-unified",
@@ -132,11 +134,11 @@ def llama_cpp_python(model: str) -> Peer:
     )
 
 
-def make(name: str, model: str, mmproj: str | None = None) -> Peer:
+def make(name: str, model: str, mmproj: str | None = None, slots: int = SLOTS) -> Peer:
     if name == "ours":
-        return ours(model, mmproj)
+        return ours(model, mmproj, slots)
     if name == "llama-server":
-        return llama_server(model, mmproj)
+        return llama_server(model, mmproj, slots=slots)
     if name == "llama-cpp-python":
         return llama_cpp_python(model)
     raise ValueError(f"unknown server {name!r} (one of {', '.join(NAMES)})")

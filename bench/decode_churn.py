@@ -1,0 +1,198 @@
+"""`python -m bench.decode_churn`: single-stream decode and session churn, ours beside llama-server.
+
+    python -m bench.decode_churn [--quick] [--servers ours,llama-server] [--out DIR]
+
+Every server runs with 2 slots and 2 threads (`-np 2 -t 2 -c 8192`), one at a time, on the same
+model file; the bare decode loop (bench/decode_limit.py) is measured first, in its own process,
+as the limit of this machine.
+
+- single-stream decode: one request at a time, N tokens with end-of-generation ignored, streamed
+  (tokens after the first / time after the first) and not streamed (the server's own
+  `timings.predicted_per_second` where it reports one, else tokens / whole request time);
+- session churn: one stream decodes throughout on one slot while S chat conversations of ~1.3k
+  tokens take turns on the other: every turn after the first of each conversation finds its slot
+  taken by another conversation and gets its history back from host memory. Reported: mean TTFT
+  of those swapping turns, and the decoding stream's p95 and max gap between tokens meanwhile.
+
+Writes DIR/decode_churn.json and .md; prints the table with ours/llama-server ratios (targets:
+decode >= 0.95x, churn TTFT and p95 gap <= 1.1x).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import httpx
+
+from bench import core, decode_limit, peers
+from bench.client import stream_chat
+from tests.server import ROOT
+
+SLOTS = 2
+
+
+@dataclass(frozen=True)
+class Plan:
+    decode_tokens: int  # per single-stream request
+    sessions: int  # conversations taking turns on the free slot
+    paragraphs: int  # of each conversation's document (~65 tokens each)
+    turns: int  # per conversation (the first is cold)
+
+
+FULL = Plan(decode_tokens=400, sessions=6, paragraphs=20, turns=3)
+QUICK = Plan(decode_tokens=48, sessions=3, paragraphs=2, turns=2)
+
+
+def single_stream(base_url: str, n_tokens: int, bias: dict) -> dict:
+    """Tokens per second of one request at a time, streamed and not."""
+    extra = {"ignore_eos": True, "logit_bias": bias}
+    messages = [{"role": "user", "content": f"Tell a long story ({core.nonce()})."}]
+    r = stream_chat(base_url, messages, max_tokens=n_tokens, **extra)
+    streamed = (r.completion_tokens - 1) / max(r.total - r.ttft, 1e-9)
+    body = {"messages": messages, "max_tokens": n_tokens, "stream": False, **extra}
+    messages[0]["content"] = f"Tell another long story ({core.nonce()})."
+    t0 = time.perf_counter()
+    reply = httpx.post(base_url + "/v1/chat/completions", json=body, timeout=600).json()
+    elapsed = time.perf_counter() - t0
+    timings = reply.get("timings") or {}
+    whole = timings.get("predicted_per_second") or reply["usage"]["completion_tokens"] / elapsed
+    return {"streamed_tok_s": streamed, "whole_tok_s": whole}
+
+
+class _Decoder(threading.Thread):
+    """One stream that decodes until told to stop, recording when each token came."""
+
+    def __init__(self, base_url: str, bias: dict) -> None:
+        super().__init__(daemon=True)
+        self.base_url, self.bias = base_url, bias
+        self.stamps: list[float] = []
+        self.stop = threading.Event()
+
+    def run(self) -> None:
+        body = {
+            "messages": [{"role": "user", "content": f"Write forever ({core.nonce()})."}],
+            "max_tokens": 7000,
+            "stream": True,
+            "ignore_eos": True,
+            "logit_bias": self.bias,
+        }
+        with httpx.stream(
+            "POST", self.base_url + "/v1/chat/completions", json=body, timeout=600
+        ) as r:
+            for line in r.iter_lines():
+                if self.stop.is_set():
+                    return  # closing the connection cancels the request
+                if line.startswith("data: ") and '"content"' in line:
+                    self.stamps.append(time.perf_counter())
+
+
+def churn(base_url: str, plan: Plan, bias: dict) -> dict:
+    """S conversations taking turns on one free slot while another stream decodes."""
+    decoder = _Decoder(base_url, bias)
+    decoder.start()
+    while len(decoder.stamps) < 5:  # the stream holds its slot before the churn starts
+        time.sleep(0.05)
+    chats = [
+        [{"role": "system", "content": core.long_document(plan.paragraphs)}]
+        for _ in range(plan.sessions)
+    ]
+    warm: list[float] = []
+    t_start = time.perf_counter()
+    for turn in range(plan.turns):
+        for chat in chats:
+            chat.append({"role": "user", "content": f"Question {turn}: what comes next?"})
+            r = stream_chat(base_url, chat, max_tokens=8, logit_bias=bias)
+            chat.append({"role": "assistant", "content": r.text})
+            if turn > 0:
+                warm.append(r.ttft)
+    t_end = time.perf_counter()
+    decoder.stop.set()
+    decoder.join(timeout=60)
+    stamps = [t for t in decoder.stamps if t_start <= t <= t_end]
+    gaps = sorted(b - a for a, b in zip(stamps, stamps[1:], strict=False))
+    p95 = gaps[min(len(gaps) - 1, int(0.95 * len(gaps)))] if gaps else float("nan")
+    return {
+        "warm_ttft_s": statistics.mean(warm),
+        "gap_p95_s": p95,
+        "gap_max_s": gaps[-1] if gaps else float("nan"),
+        "swaps": len(warm),
+    }
+
+
+def run_server(peer: peers.Peer, plan: Plan, bias: dict) -> dict:
+    with peer:
+        stream_chat(peer.base_url, [{"role": "user", "content": "Hello"}], max_tokens=2)
+        decode = single_stream(peer.base_url, plan.decode_tokens, bias)
+        print(f"{peer.name}: decode {decode}", flush=True)
+        swap = churn(peer.base_url, plan, bias)
+        print(f"{peer.name}: churn {swap}", flush=True)
+    return {"decode": decode, "churn": swap}
+
+
+def markdown(report: dict) -> str:
+    rows = report["servers"]
+    names = list(rows)
+    bare = report["bare_loop"]["tokens_per_s"]
+    lines = [
+        f"Bare decode loop (one thread, no server): {bare:.1f} tok/s. Every server: -np {SLOTS} "
+        "-t 2 -c 8192.",
+        "",
+        "| row |" + "".join(f" {n} |" for n in names) + " ours / llama-server |",
+        "|---|" + "---:|" * (len(names) + 1),
+    ]
+    spec = [
+        ("single-stream decode, streamed tok/s", "decode", "streamed_tok_s"),
+        ("single-stream decode, whole tok/s", "decode", "whole_tok_s"),
+        ("churn: swapping turns' mean TTFT s", "churn", "warm_ttft_s"),
+        ("churn: decoding stream's p95 gap s", "churn", "gap_p95_s"),
+        ("churn: decoding stream's max gap s", "churn", "gap_max_s"),
+    ]
+    for label, group, key in spec:
+        values = [rows[n][group][key] for n in names]
+        ratio = ""
+        if "ours" in rows and "llama-server" in rows:
+            ratio = f"{rows['ours'][group][key] / rows['llama-server'][group][key]:.2f}"
+        lines.append(f"| {label} |" + "".join(f" {v:.3f} |" for v in values) + f" {ratio} |")
+    return "\n".join(lines) + "\n"
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="python -m bench.decode_churn", allow_abbrev=False)
+    p.add_argument("--quick", action="store_true", help="small prompts, few tokens (smoke test)")
+    p.add_argument("--servers", default="ours,llama-server")
+    p.add_argument("--out", default=str(ROOT / "bench" / "results"))
+    args = p.parse_args(argv)
+    from app.config import packaged_model_path
+    from bench.compare import eog_logit_bias
+
+    plan = QUICK if args.quick else FULL
+    model = packaged_model_path()
+    bias = eog_logit_bias(model)
+    report: dict = {"plan": plan.__dict__, "servers": {}}
+    report["bare_loop"] = decode_limit.measure(model, plan.decode_tokens)
+    print(f"bare loop: {report['bare_loop']}", flush=True)
+    for name in args.servers.split(","):
+        try:
+            peer = peers.make(name, model, slots=SLOTS)
+        except peers.PeerUnavailable as e:
+            print(f"{name}: skipped ({e})", flush=True)
+            continue
+        report["servers"][name] = run_server(peer, plan, bias)
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    stem = "decode_churn-quick" if args.quick else "decode_churn"
+    (out / f"{stem}.json").write_text(json.dumps(report, indent=2))
+    table = markdown(report)
+    (out / f"{stem}.md").write_text(table)
+    print(table)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
