@@ -117,7 +117,9 @@ class SlotActions:
             )
         model = state_file.cached_fingerprint(self.engine.model.path)
         head = state_file.header_bytes(
-            state_file.encode_header(state.salt, state.tokens, state.data, model, state.documents)
+            state_file.encode_header(
+                state.salt, state.tokens, state.data, model, documents=state.documents
+            )
         )
         try:
             path.parent.mkdir(parents=True, exist_ok=True)

@@ -111,7 +111,7 @@ class DiskCache:
         n_bytes = data.n_bytes if isinstance(data, StateBlob) else len(data)
         # The header's length does not depend on the checksum's value (fixed-width hex).
         header = state_file.encode_header(
-            salt, tokens, n_bytes, self.model, "0" * 64, documents=documents
+            salt, tokens, n_bytes, self.model, sha256="0" * 64, documents=documents
         )
         size = len(state_file.header_bytes(header)) + n_bytes
         if self.max_bytes and size > self.max_bytes:

@@ -70,6 +70,7 @@ def encode_header(
     tokens: TokenSequence,
     data: bytes | int,
     model: str,
+    *,
     sha256: str | None = None,
     documents: frozenset[str] = frozenset(),
 ) -> dict:

@@ -51,23 +51,29 @@ class MediaRecord:
     created_at: datetime
 
 
+# A message's own columns (not its id or session): what a record shows and a fork copies.
+MESSAGE_FIELDS = (
+    "seq",
+    "role",
+    "content",
+    "token_ids",
+    "prompt_tokens",
+    "cached_tokens",
+    "completion_tokens",
+    "timings",
+    "finish_reason",
+    "status",
+    "error",
+    "created_at",
+)
+
+
+def message_values(m: Message) -> dict:
+    return {name: getattr(m, name) for name in MESSAGE_FIELDS}
+
+
 def message_record(m: Message) -> MessageRecord:
-    return MessageRecord(
-        id=m.id,
-        session_id=m.session_id,
-        seq=m.seq,
-        role=m.role,
-        content=m.content,
-        token_ids=m.token_ids,
-        prompt_tokens=m.prompt_tokens,
-        cached_tokens=m.cached_tokens,
-        completion_tokens=m.completion_tokens,
-        timings=m.timings,
-        finish_reason=m.finish_reason,
-        status=m.status,
-        error=m.error,
-        created_at=m.created_at,
-    )
+    return MessageRecord(id=m.id, session_id=m.session_id, **message_values(m))
 
 
 def session_record(

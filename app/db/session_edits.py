@@ -14,7 +14,7 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from app.db.models import Conversation, Message, utcnow
-from app.db.records import SessionRecord, message_record, session_record
+from app.db.records import SessionRecord, message_record, message_values, session_record
 
 # update_session: "leave this field as it is" (None means "clear it").
 UNCHANGED: Any = object()
@@ -93,18 +93,4 @@ def _messages(s: Session, session_id: str, before_seq: int) -> Iterator[Message]
 
 
 def _copy(m: Message, session_id: str) -> Message:
-    return Message(
-        session_id=session_id,
-        seq=m.seq,
-        role=m.role,
-        content=m.content,
-        token_ids=m.token_ids,
-        prompt_tokens=m.prompt_tokens,
-        cached_tokens=m.cached_tokens,
-        completion_tokens=m.completion_tokens,
-        timings=m.timings,
-        finish_reason=m.finish_reason,
-        status=m.status,
-        error=m.error,
-        created_at=m.created_at,
-    )
+    return Message(session_id=session_id, **message_values(m))

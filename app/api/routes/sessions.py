@@ -37,8 +37,20 @@ from app.engine.request import RequestError, no_projector
 router = APIRouter(prefix="/v1/sessions")
 
 
-def _message_json(m: MessageRecord) -> dict[str, Any]:
-    return {
+def _citations_of(m: MessageRecord | None) -> list[dict[str, Any]] | None:
+    """The citations of a user message's sources part (a `rag` turn), if it has one."""
+    if m is None or m.role != "user" or not isinstance(m.content, list):
+        return None
+    for part in m.content:
+        if isinstance(part, dict) and part.get("citations"):
+            return part["citations"]
+    return None
+
+
+def _message_json(m: MessageRecord, asked: MessageRecord | None = None) -> dict[str, Any]:
+    """A stored message; a reply to a `rag` turn carries that turn's citations, as the reply
+    of `/v1/chat/completions` with `rag` does."""
+    out = {
         "id": m.id,
         "seq": m.seq,
         "role": m.role,
@@ -56,6 +68,10 @@ def _message_json(m: MessageRecord) -> dict[str, Any]:
         "timings": m.timings,
         "created_at": m.created_at.isoformat(),
     }
+    citations = _citations_of(asked) if m.role == "assistant" else None
+    if citations is not None:
+        out["citations"] = citations
+    return out
 
 
 def _session_json(s: SessionRecord, with_messages: bool) -> dict[str, Any]:
@@ -70,7 +86,10 @@ def _session_json(s: SessionRecord, with_messages: bool) -> dict[str, Any]:
         "updated_at": s.updated_at.isoformat(),
     }
     if with_messages:
-        out["messages"] = [_message_json(m) for m in s.messages]
+        messages = list(s.messages)
+        out["messages"] = [
+            _message_json(m, messages[i - 1] if i > 0 else None) for i, m in enumerate(messages)
+        ]
     return out
 
 

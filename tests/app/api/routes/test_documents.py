@@ -364,6 +364,9 @@ def test_session_follow_up_reuses_the_whole_history(server, library):
     # The chunk is in the conversation once; the follow-up cites it by its number.
     assert CATS[:40] in sources[0] and CATS[:40] not in sources[1]
     assert f"Sources [{again[0]['index']}] above." in sources[1]
+    # The stored replies carry their turn's citations, as the replies did.
+    stored = [m.get("citations") for m in messages if m["role"] == "assistant"]
+    assert stored == [first["choices"][0]["message"]["citations"], again]
 
 
 def test_a_restart_resumes_documents_left_unfinished(tmp_path):
