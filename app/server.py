@@ -2,24 +2,30 @@
 
 from __future__ import annotations
 
+import ipaddress
 import logging
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from pathlib import Path
 
 from fastapi import FastAPI
-from fastapi.staticfiles import StaticFiles
+from starlette.types import Scope
 
-from app.config import Settings
-from app.db.store import Store
-from app.engine.engine import Engine
+from app.api.auth import Auth
+from app.api.body_limit import BodyLimit
 from app.api.errors import install_error_handlers
-from app.media.media_store import MediaStore, media_root
+from app.api.frontend import install_frontend
+from app.api.media_upload import MULTIPART_OVERHEAD
 from app.api.metrics import EngineGauges, Metrics
-from app.chat.prompter import Prompter
 from app.api.routes import media, openai, sessions, system, tokens
 from app.api.services import Services
+from app.chat.prompter import Prompter
 from app.chat.turn_cache import TurnCache
+from app.config import Settings
+from app.db.key_store import KeyStore
+from app.db.store import Store
+from app.engine.engine import Engine
+from app.media.media_store import MediaStore, media_root
 
 log = logging.getLogger(__name__)
 FRONTEND = Path(__file__).resolve().parent.parent / "frontend"
@@ -57,6 +63,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             TurnCache(),
         )
         app.state.services.media = MediaStore(media_root(settings), store)
+        app.state.services.keys = KeyStore(store)
+        _say_if_open(settings, app.state.services.keys)
         try:
             yield
         finally:
@@ -69,11 +77,51 @@ def create_app(settings: Settings | None = None) -> FastAPI:
 
     app = FastAPI(title="kvchat", version="0.1.0", lifespan=lifespan)
     install_error_handlers(app)
+    # Added last = outermost: keys are checked before a byte of the body is read.
+    app.add_middleware(BodyLimit, limit_for=_body_limit(settings))
+    app.add_middleware(
+        Auth, static_key=settings.api_key, max_per_key=settings.max_concurrent_per_key
+    )
     app.include_router(openai.router)
     app.include_router(sessions.router)
     app.include_router(system.router)
     app.include_router(tokens.router)
     app.include_router(media.router)
     if FRONTEND.is_dir():
-        app.mount("/", StaticFiles(directory=FRONTEND, html=True), name="frontend")
+        install_frontend(app, FRONTEND)
     return app
+
+
+def _body_limit(settings: Settings) -> Callable[[Scope], int]:
+    """--max-body-bytes; media uploads (read as they stream, see app/api/media_upload.py)
+    may be as large as --image-max-bytes allows."""
+    upload = max(settings.max_body_bytes, settings.image_max_bytes + MULTIPART_OVERHEAD)
+
+    def limit_for(scope: Scope) -> int:
+        is_upload = scope["method"] == "POST" and scope["path"].rstrip("/") == "/v1/media"
+        return upload if is_upload else settings.max_body_bytes
+
+    return limit_for
+
+
+def _say_if_open(settings: Settings, keys: KeyStore) -> None:
+    """An open server says so at start-up, loudly when others can reach it."""
+    if settings.api_key or keys.any_live():
+        log.info("API keys are required (all routes but /health and the web UI)")
+        return
+    if ipaddress.ip_address(_resolve(settings.host)).is_loopback:
+        log.warning("no API keys: every local client can use every route (see `keys create`)")
+    else:
+        log.critical(
+            "NO API KEYS and bound to %s: anyone who can reach this port can read every "
+            "session and use every route; create a key with `python -m app keys create` "
+            "or pass --api-key",
+            settings.host,
+        )
+
+
+def _resolve(host: str) -> str:
+    try:
+        return str(ipaddress.ip_address(host))
+    except ValueError:
+        return "127.0.0.1" if host == "localhost" else "0.0.0.0"

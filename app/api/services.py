@@ -9,13 +9,14 @@ from typing import Annotated
 
 from fastapi import Depends, Request
 
-from app.config import Settings
-from app.db.store import Store
-from app.engine.engine import Engine
-from app.media.media_store import MediaStore
 from app.api.metrics import Metrics
 from app.chat.prompter import Prompter
 from app.chat.turn_cache import TurnCache
+from app.config import Settings
+from app.db.key_store import KeyStore
+from app.db.store import Store
+from app.engine.engine import Engine
+from app.media.media_store import MediaStore
 
 
 @dataclass(slots=True)
@@ -29,9 +30,10 @@ class Services:
     turns: TurnCache  # exact tokens of recent chat replies
     # Sessions with a turn in flight: a second turn at once would store messages out of order.
     busy_sessions: set[str] = field(default_factory=set)
-    # Responses whose end hooks have not run yet (see app/api/responder.py); shutdown waits for them.
+    # Responses whose end hooks have not run yet (app/api/responder.py); shutdown waits for them.
     inflight: set[object] = field(default_factory=set)
     media: MediaStore | None = None  # uploaded images (POST /v1/media); set at start-up
+    keys: KeyStore | None = None  # API keys (app/api/auth.py); set at start-up
 
     async def drained(self, timeout: float) -> bool:
         """Wait until every response has recorded its end; False if time ran out."""

@@ -12,13 +12,13 @@ from dataclasses import dataclass
 from typing import Any
 
 from app.chat.conversation import conversation_prompt
+from app.chat.images import image_prompt
+from app.chat.messages import ChatMessage
+from app.chat.prompter import Prompter
 from app.db.records import SessionRecord
 from app.engine.request import RequestError, no_projector
 from app.engine.vision import Vision
-from app.chat.images import image_prompt
 from app.media.media_store import MediaStore, image_limits
-from app.chat.prompter import Prompter
-from app.chat.messages import ChatMessage
 from mm.image import ImageError, image_bytes_from_url
 from mm.mtmd_bridge import ImageChunk
 from mm.token_sequence import TokenSequence
@@ -62,7 +62,12 @@ def history(session: SessionRecord, content: str | list[dict[str, Any]]) -> Hist
 
 
 async def history_prompt(
-    h: History, prompter: Prompter, vision: Vision | None, settings: Any, media: MediaStore | None
+    h: History,
+    prompter: Prompter,
+    vision: Vision | None,
+    settings: Any,
+    media: MediaStore | None,
+    tenant_id: str | None = None,
 ) -> tuple[TokenSequence, dict[str, ImageChunk]]:
     """Runs in a worker thread: the template is rendered once per stored reply, images decoded."""
     if not h.has_images:
@@ -71,7 +76,9 @@ async def history_prompt(
         return prompt, {}
     if vision is None:
         raise no_projector("content")
-    return await asyncio.to_thread(image_prompt, prompter, vision, h.messages, settings, media)
+    return await asyncio.to_thread(
+        image_prompt, prompter, vision, h.messages, settings, media, tenant_id
+    )
 
 
 def store_images(content: list[dict[str, Any]], media: MediaStore, settings: Any) -> list[dict]:

@@ -13,12 +13,22 @@ from pathlib import Path
 from typing import Any
 from uuid import uuid4
 
-from sqlalchemy import Engine, create_engine, delete, event, func, select
+from sqlalchemy import Engine, create_engine, delete, event, exists, func, select
 from sqlalchemy.engine import URL, make_url
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
-from app.db.models import ROLES, STATUSES, Conversation, MediaAsset, Message, media_id, utcnow
+from app.db.models import (
+    ROLES,
+    STATUSES,
+    Conversation,
+    MediaAsset,
+    MediaOwner,
+    Message,
+    MessageMedia,
+    media_id,
+    utcnow,
+)
 from app.db.records import (
     MediaRecord,
     MessageRecord,
@@ -103,6 +113,31 @@ def _check_ints(name: str, value: list[int] | None) -> None:
         raise ValueError(f"{name} must be a list of integers")
 
 
+def _media_ids(content: Any) -> list[str]:
+    """The uploaded media a message's content parts refer to (`image_file` parts)."""
+    if not isinstance(content, list):
+        return []
+    out = []
+    for part in content:
+        ref = part.get("image_file") if part.get("type") == "image_file" else None
+        if isinstance(ref, dict) and isinstance(ref.get("file_id"), str):
+            out.append(ref["file_id"])
+    return out
+
+
+def _visible(s: Session, media_id: str, tenant_id: str) -> bool:
+    """The tenant uploaded the media, or a message of one of its sessions uses it."""
+    owner = exists().where(MediaOwner.media_id == media_id, MediaOwner.tenant_id == tenant_id)
+    used = (
+        exists()
+        .where(MessageMedia.media_id == media_id)
+        .where(MessageMedia.message_id == Message.id)
+        .where(Message.session_id == Conversation.id)
+        .where(Conversation.tenant_id == tenant_id)
+    )
+    return bool(s.scalar(select(owner | used)))
+
+
 class Store:
     def __init__(self, url: str) -> None:
         self.url = url
@@ -131,6 +166,7 @@ class Store:
         system_prompt: str | None = None,
         sampling: dict[str, Any] | None = None,
         title: str | None = None,
+        tenant_id: str = "",
     ) -> SessionRecord:
         _check_text("system_prompt", system_prompt)
         _check_text("title", title)
@@ -139,6 +175,7 @@ class Store:
         now = utcnow()
         conv = Conversation(
             id=uuid4().hex,
+            tenant_id=tenant_id,
             title=title,
             system_prompt=system_prompt,
             sampling=dict(sampling or {}),
@@ -149,8 +186,11 @@ class Store:
             s.add(conv)
         return session_record(conv, 0)
 
-    def list_sessions(self, limit: int = 100, offset: int = 0) -> list[SessionRecord]:
-        """Newest activity first; messages are not loaded (n_messages is)."""
+    def list_sessions(
+        self, limit: int = 100, offset: int = 0, tenant_id: str | None = None
+    ) -> list[SessionRecord]:
+        """Newest activity first; messages are not loaded (n_messages is). tenant_id: only
+        that tenant's (None: everyone's)."""
         if limit < 0 or offset < 0:
             raise ValueError("limit and offset must be >= 0")
         n_messages = (
@@ -165,13 +205,18 @@ class Store:
             .limit(limit)
             .offset(offset)
         )
+        if tenant_id is not None:
+            query = query.where(Conversation.tenant_id == tenant_id)
         with self._tx() as s:
             return [session_record(c, n) for c, n in s.execute(query).all()]
 
-    def get_session(self, session_id: str, with_messages: bool = True) -> SessionRecord | None:
+    def get_session(
+        self, session_id: str, with_messages: bool = True, tenant_id: str | None = None
+    ) -> SessionRecord | None:
+        """None if it does not exist or belongs to another tenant (tenant_id None: any)."""
         with self._tx() as s:
             conv = s.get(Conversation, session_id)
-            if conv is None:
+            if conv is None or (tenant_id is not None and conv.tenant_id != tenant_id):
                 return None
             if not with_messages:
                 count = select(func.count(Message.id)).where(Message.session_id == session_id)
@@ -180,11 +225,40 @@ class Store:
             messages = [message_record(m) for m in s.scalars(query)]
             return session_record(conv, len(messages), messages)
 
-    def delete_session(self, session_id: str) -> bool:
+    def delete_session(self, session_id: str, tenant_id: str | None = None) -> bool:
         """True if it existed. Its messages go with it (ON DELETE CASCADE)."""
+        return self.delete_session_and_media(session_id, tenant_id)[0]
+
+    def delete_session_and_media(
+        self, session_id: str, tenant_id: str | None = None
+    ) -> tuple[bool, list[MediaRecord]]:
+        """Delete a session (of tenant_id, unless None) and the media rows that only its
+        messages used; returns whether it existed and the freed media (their files are the
+        caller's to remove)."""
+        owned = Conversation.id == session_id
+        if tenant_id is not None:
+            owned = owned & (Conversation.tenant_id == tenant_id)
         with self._tx(write=True) as s:
-            result = s.execute(delete(Conversation).where(Conversation.id == session_id))
-            return result.rowcount == 1
+            used = (
+                select(MessageMedia.media_id).join(Message).where(Message.session_id == session_id)
+            )
+            candidates = set(s.scalars(used))
+            if s.execute(delete(Conversation).where(owned)).rowcount != 1:
+                return False, []
+            return True, self._free_unused(s, candidates)
+
+    @staticmethod
+    def _free_unused(s: Session, media_ids: Iterable[str]) -> list[MediaRecord]:
+        """Delete the media rows among media_ids that no tenant owns and no message uses."""
+        freed = []
+        for mid in sorted(media_ids):
+            owned = exists().where(MediaOwner.media_id == mid)
+            used = exists().where(MessageMedia.media_id == mid)
+            asset = s.scalar(select(MediaAsset).where(MediaAsset.id == mid, ~owned, ~used))
+            if asset is not None:
+                freed.append(media_record(asset))
+                s.delete(asset)
+        return freed
 
     # --- messages -----------------------------------------------------------------------
 
@@ -245,12 +319,28 @@ class Store:
             s.add(message)
             conv.updated_at = now
             s.flush()  # assigns message.id
+            # The media it uses (by id), reference-counted; ids without a row are left out.
+            refs = _media_ids(content)
+            if refs:
+                known = s.scalars(select(MediaAsset.id).where(MediaAsset.id.in_(refs)))
+                s.add_all(MessageMedia(message_id=message.id, media_id=m) for m in set(known))
             return message_record(message)
 
     # --- media --------------------------------------------------------------------------
 
-    def add_media(self, sha256: str, mime_type: str, size: int, location: str) -> MediaRecord:
-        """Record a stored file; the same sha256 again returns the first record unchanged."""
+    def add_media(
+        self, sha256: str, mime_type: str, size: int, location: str, owner: str | None = None
+    ) -> MediaRecord:
+        """Record a stored file; the same sha256 again returns the first record unchanged.
+        owner: the tenant that uploaded it (kept until it deletes it)."""
+        record = self._add_media(sha256, mime_type, size, location)
+        if owner is not None:
+            with self._tx(write=True) as s:
+                if s.get(MediaOwner, (owner, record.id)) is None:
+                    s.add(MediaOwner(tenant_id=owner, media_id=record.id, created_at=utcnow()))
+        return record
+
+    def _add_media(self, sha256: str, mime_type: str, size: int, location: str) -> MediaRecord:
         sha256 = sha256.lower()
         if not _SHA256.fullmatch(sha256):
             raise ValueError("sha256 must be 64 hex digits")
@@ -282,10 +372,28 @@ class Store:
                 raise
             return found_record
 
-    def get_media(self, media_id: str) -> MediaRecord | None:
+    def get_media(self, media_id: str, tenant_id: str | None = None) -> MediaRecord | None:
+        """None if unknown, or if tenant_id (unless None) neither uploaded it nor uses it in a
+        message of its sessions."""
         with self._tx() as s:
             asset = s.get(MediaAsset, media_id)
-            return None if asset is None else media_record(asset)
+            if asset is None or (tenant_id is not None and not _visible(s, media_id, tenant_id)):
+                return None
+            return media_record(asset)
+
+    def release_media(self, media_id: str, tenant_id: str) -> tuple[bool, MediaRecord | None]:
+        """The tenant gives up its upload of media_id: (whether the tenant could see it, the
+        media row freed because nothing uses it any more, or None)."""
+        with self._tx(write=True) as s:
+            if s.get(MediaAsset, media_id) is None or not _visible(s, media_id, tenant_id):
+                return False, None
+            s.execute(
+                delete(MediaOwner).where(
+                    MediaOwner.media_id == media_id, MediaOwner.tenant_id == tenant_id
+                )
+            )
+            freed = self._free_unused(s, [media_id])
+            return True, freed[0] if freed else None
 
     def get_media_by_sha256(self, sha256: str) -> MediaRecord | None:
         with self._tx() as s:

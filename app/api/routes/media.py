@@ -9,11 +9,12 @@ from typing import Any
 from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse, Response
 
+from app.api.auth import tenant_of
+from app.api.media_upload import FILE_FIELD, read_upload
+from app.api.services import Services, ServicesDep
 from app.db.records import MediaRecord
 from app.engine.request import RequestError
 from app.media.media_store import MediaFileError, MediaStore, image_limits, image_size
-from app.api.media_upload import FILE_FIELD, read_upload
-from app.api.services import Services, ServicesDep
 from mm.image import ImageError
 
 router = APIRouter(prefix="/v1/media")
@@ -50,8 +51,8 @@ def _gone(e: MediaFileError) -> RequestError:
     return RequestError(str(e), param="media_id", code="media_file_gone", status=410)
 
 
-def _save(media: MediaStore, data: bytes, services: Services) -> dict[str, Any]:
-    record = media.save(data, image_limits(services.settings))
+def _save(media: MediaStore, data: bytes, services: Services, owner: str) -> dict[str, Any]:
+    record = media.save(data, image_limits(services.settings), owner)
     return media_json(record, image_size(data))
 
 
@@ -67,20 +68,21 @@ async def upload_media(request: Request, services: ServicesDep) -> JSONResponse:
     )
     try:
         # Decoding, hashing and the file write block: off the event loop.
-        body = await asyncio.to_thread(_save, media, data, services)
+        body = await asyncio.to_thread(_save, media, data, services, tenant_of(request))
     except ImageError as e:
         raise RequestError(str(e), param=FILE_FIELD, code="invalid_image") from None
     return JSONResponse(body, status_code=201)
 
 
-def _read(media: MediaStore, media_id: str) -> tuple[MediaRecord, bytes]:
-    stored = media.read(media_id)
+def _read(media: MediaStore, media_id: str, tenant: str) -> tuple[MediaRecord, bytes]:
+    stored = media.read(media_id, tenant)
     return stored.record, stored.data
 
 
-async def _load(services: Services, media_id: str) -> tuple[MediaRecord, bytes]:
+async def _load(services: Services, media_id: str, tenant: str) -> tuple[MediaRecord, bytes]:
+    # Another tenant's media is "not found", never "forbidden": its existence is not told.
     try:
-        return await asyncio.to_thread(_read, _media(services), media_id)
+        return await asyncio.to_thread(_read, _media(services), media_id, tenant)
     except KeyError:
         raise _not_found(media_id) from None
     except MediaFileError as e:
@@ -88,19 +90,29 @@ async def _load(services: Services, media_id: str) -> tuple[MediaRecord, bytes]:
 
 
 @router.get("/{media_id}")
-async def get_media(media_id: str, services: ServicesDep) -> dict[str, Any]:
+async def get_media(media_id: str, request: Request, services: ServicesDep) -> dict[str, Any]:
     # The file is read (and its hash checked) so the answer says whether it can still be used,
     # and the size is taken from it: the table has no width or height columns.
-    record, data = await _load(services, media_id)
+    record, data = await _load(services, media_id, tenant_of(request))
     return media_json(record, await asyncio.to_thread(image_size, data))
 
 
 @router.get("/{media_id}/content")
-async def get_media_content(media_id: str, services: ServicesDep) -> Response:
-    record, data = await _load(services, media_id)
+async def get_media_content(media_id: str, request: Request, services: ServicesDep) -> Response:
+    record, data = await _load(services, media_id, tenant_of(request))
     headers = {
         "ETag": f'"{record.sha256}"',
         # Content-addressed: the bytes behind an id never change.
-        "Cache-Control": "public, max-age=31536000, immutable",
+        "Cache-Control": "private, max-age=31536000, immutable",
     }
     return Response(data, media_type=record.mime_type, headers=headers)
+
+
+@router.delete("/{media_id}")
+async def delete_media(media_id: str, request: Request, services: ServicesDep) -> dict[str, Any]:
+    """The caller's upload goes; the file itself when no message of any session uses it and
+    no other tenant uploaded it too."""
+    media = _media(services)
+    if not await asyncio.to_thread(media.release, media_id, tenant_of(request)):
+        raise _not_found(media_id)
+    return {"id": media_id, "object": "media.deleted", "deleted": True}

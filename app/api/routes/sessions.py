@@ -16,14 +16,16 @@ from typing import Any
 from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse
 
-from app.db.records import MessageRecord, SessionRecord
-from app.engine.request import RequestError, no_projector
+from app.api.auth import cache_salt, tenant_of
 from app.api.responder import Reply, respond
 from app.api.responses import ChatShape
 from app.api.schemas import CreateSessionRequest, SessionMessageRequest
 from app.api.services import Services, ServicesDep
+from app.api.structured_output import finish_request, refuse_unsupported
 from app.chat.session_history import history, history_prompt, store_images
 from app.chat.turn import TurnResult
+from app.db.records import MessageRecord, SessionRecord
+from app.engine.request import RequestError, no_projector
 
 router = APIRouter(prefix="/v1/sessions")
 
@@ -74,41 +76,57 @@ def _not_found(session_id: str) -> RequestError:
     )
 
 
-async def _load(services: Services, session_id: str) -> SessionRecord:
+async def _load(services: Services, session_id: str, tenant: str) -> SessionRecord:
+    """The tenant's session; another tenant's is "not found", never "forbidden"."""
     if not _SESSION_ID.fullmatch(session_id):  # never a valid id: no need to ask the database
         raise _not_found(session_id)
-    session = await asyncio.to_thread(services.store.get_session, session_id)
+    session = await asyncio.to_thread(services.store.get_session, session_id, True, tenant)
     if session is None:
         raise _not_found(session_id)
     return session
 
 
 @router.post("", status_code=201)
-async def create_session(body: CreateSessionRequest, services: ServicesDep):
+async def create_session(body: CreateSessionRequest, http: Request, services: ServicesDep):
     s = await asyncio.to_thread(
-        services.store.create_session, body.system_prompt, body.sampling, body.title
+        services.store.create_session,
+        body.system_prompt,
+        body.sampling,
+        body.title,
+        tenant_of(http),
     )
     return JSONResponse(_session_json(s, with_messages=True), status_code=201)
 
 
 @router.get("")
-async def list_sessions(services: ServicesDep, limit: int = 100, offset: int = 0):
-    if not (1 <= limit <= 1000 and offset >= 0):
-        raise RequestError("limit must be 1..1000 and offset >= 0", param="limit")
-    found = await asyncio.to_thread(services.store.list_sessions, limit, offset)
+async def list_sessions(http: Request, services: ServicesDep, limit: int = 100, offset: int = 0):
+    if not 1 <= limit <= 1000:
+        raise RequestError("limit must be between 1 and 1000", param="limit")
+    if offset < 0:
+        raise RequestError("offset must be 0 or more", param="offset")
+    store = services.store
+    found = await asyncio.to_thread(store.list_sessions, limit, offset, tenant_of(http))
     return {"object": "list", "data": [_session_json(s, with_messages=False) for s in found]}
 
 
 @router.get("/{session_id}")
-async def get_session(session_id: str, services: ServicesDep):
-    return _session_json(await _load(services, session_id), with_messages=True)
+async def get_session(session_id: str, http: Request, services: ServicesDep):
+    return _session_json(await _load(services, session_id, tenant_of(http)), with_messages=True)
 
 
 @router.delete("/{session_id}")
-async def delete_session(session_id: str, services: ServicesDep):
-    exists = _SESSION_ID.fullmatch(session_id) is not None
-    if not exists or not await asyncio.to_thread(services.store.delete_session, session_id):
+async def delete_session(session_id: str, http: Request, services: ServicesDep):
+    """The session, its messages, and the media that nothing else uses any more."""
+    if _SESSION_ID.fullmatch(session_id) is None:
         raise _not_found(session_id)
+    store, media = services.store, services.media
+    found, freed = await asyncio.to_thread(
+        store.delete_session_and_media, session_id, tenant_of(http)
+    )
+    if not found:
+        raise _not_found(session_id)
+    if freed and media is not None:
+        await asyncio.to_thread(media.remove_files, freed)
     return {"id": session_id, "object": "session.deleted", "deleted": True}
 
 
@@ -116,7 +134,9 @@ async def delete_session(session_id: str, services: ServicesDep):
 async def add_message(
     session_id: str, body: SessionMessageRequest, http: Request, services: ServicesDep
 ):
-    session = await _load(services, session_id)
+    refuse_unsupported(body)
+    tenant = tenant_of(http)
+    session = await _load(services, session_id, tenant)
     if not body.text() and not body.has_images():
         raise RequestError("the message is empty", param="content")
     # The session's defaults, then this request's own fields.
@@ -131,7 +151,7 @@ async def add_message(
         content = await asyncio.to_thread(store_images, content, services.media, services.settings)
     turn = history(session, content)
     prompt, images = await history_prompt(
-        turn, services.prompter, vision, services.settings, services.media
+        turn, services.prompter, vision, services.settings, services.media, tenant
     )
     request = fields.generation(
         prompt,
@@ -140,6 +160,7 @@ async def add_message(
         continuation=services.prompter.continuation,
         images=images,
     )
+    await finish_request(request, fields, cache_salt(http, fields.cache_salt), "content")
     services.engine.validate(request)  # bad input changes nothing: checked before storing
     services.engine.check_room()  # nor does a full queue (the common case; submit checks again)
     if session.id in services.busy_sessions:
