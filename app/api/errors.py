@@ -104,7 +104,8 @@ def _plain(error: dict[str, Any]) -> str:
 def _required_fields(request: Request) -> list[str]:
     route = request.scope.get("route")
     field = getattr(route, "body_field", None)
-    model = getattr(field, "type_", None) if field is not None else None
+    info = getattr(field, "field_info", None)
+    model = getattr(info, "annotation", None)
     fields = getattr(model, "model_fields", {})
     return [name for name, f in fields.items() if f.is_required()]
 
