@@ -7,8 +7,8 @@ from collections.abc import AsyncIterator, Iterable
 
 import pytest
 
-from app.engine.request import RequestError
 from app.api.media_upload import MULTIPART_OVERHEAD, read_upload
+from app.engine.request import RequestError
 
 BOUNDARY = "kvchat-test-boundary"
 FORM = f"multipart/form-data; boundary={BOUNDARY}"

@@ -8,10 +8,10 @@ from pathlib import Path
 
 import pytest
 
+from app.api.slot_actions import SlotActions
 from app.cache import state_file
 from app.engine.request import RequestError
 from app.engine.slot import Slot
-from app.api.slot_actions import SlotActions
 from mm.token_sequence import TokenSequence
 
 

@@ -2,9 +2,9 @@ from __future__ import annotations
 
 import pytest
 
+from app.chat.prompter import Prompter
 from app.engine.config import EngineConfig
 from app.engine.model import Model
-from app.chat.prompter import Prompter
 
 
 @pytest.fixture(scope="module")

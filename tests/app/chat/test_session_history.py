@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 
-from app.db.records import MessageRecord, SessionRecord
 from app.chat.session_history import history
+from app.db.records import MessageRecord, SessionRecord
 
 NOW = datetime.now(UTC)
 
