@@ -13,7 +13,7 @@ from starlette.types import Scope
 
 from app.api.auth import Auth
 from app.api.body_limit import BodyLimit
-from app.api.errors import install_error_handlers
+from app.api.errors import ERROR_RESPONSES, install_error_handlers
 from app.api.frontend import install_frontend
 from app.api.media_upload import MULTIPART_OVERHEAD
 from app.api.metrics import EngineGauges, Metrics
@@ -82,11 +82,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.add_middleware(
         Auth, static_key=settings.api_key, max_per_key=settings.max_concurrent_per_key
     )
-    app.include_router(openai.router)
-    app.include_router(sessions.router)
-    app.include_router(system.router)
-    app.include_router(tokens.router)
-    app.include_router(media.router)
+    for router in (openai.router, sessions.router, system.router, tokens.router, media.router):
+        app.include_router(router, responses=ERROR_RESPONSES)
     if FRONTEND.is_dir():
         install_frontend(app, FRONTEND)
     return app

@@ -9,6 +9,7 @@ from typing import Any
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, Response
+from pydantic import BaseModel
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from app.api.frontend import frontend_page
@@ -31,6 +32,41 @@ _TYPES = {
     422: "invalid_request_error",
     503: "unavailable_error",
 }
+
+
+class ErrorDetail(BaseModel):
+    message: str
+    type: str
+    param: str | None
+    code: str | None
+
+
+class ErrorResponse(BaseModel):
+    """Every error this API answers, OpenAI's shape (documented in the OpenAPI schema)."""
+
+    error: ErrorDetail
+
+
+# The statuses any route may answer with an error body (bad input, keys, limits, load).
+ERROR_RESPONSES: dict[int | str, dict[str, Any]] = {
+    status: {"model": ErrorResponse, "description": description}
+    for status, description in (
+        (400, "Bad request: the message says what to change, `param` which field"),
+        (401, "No API key, or not a valid one"),
+        (403, "The route needs an admin key"),
+        (404, "No such route, or no such object for this tenant"),
+        (409, "Conflict (a session already generating, a busy slot)"),
+        (410, "A stored file is gone"),
+        (413, "The request body is over --max-body-bytes"),
+        (415, "Unsupported Content-Type"),
+        (429, "This key has too many requests running (see Retry-After)"),
+        (500, "Internal error"),
+        (503, "The server is busy (see Retry-After) or shutting down"),
+        (504, "The request took longer than --timeout"),
+    )
+}
+# Generation routes answer with a stream of server-sent events when asked to (`stream`).
+STREAMING = {200: {"content": {"text/event-stream": {}}, "description": "JSON, or SSE"}}
 
 
 def error_body(

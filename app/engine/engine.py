@@ -120,6 +120,7 @@ class Engine:
             self.model.n_vocab,
             len(self.scheduler.slots),
             self.vision is not None,
+            self.model.n_ctx,
         )
 
     def submit(self, request: GenerationRequest, sink: Sink) -> Task:

@@ -33,8 +33,16 @@ class GenerationRequest:
     # The request field errors about the prompt name: "messages" (chat), "prompt", "content".
     prompt_param: str = "messages"
 
-    def check(self, n_ctx: int, n_vocab: int, n_slots: int, vision: bool = False) -> None:
-        """Raise RequestError for what this server cannot serve (nothing is queued then)."""
+    def check(
+        self,
+        n_ctx: int,
+        n_vocab: int,
+        n_slots: int,
+        vision: bool = False,
+        n_ctx_total: int | None = None,
+    ) -> None:
+        """Raise RequestError for what this server cannot serve (nothing is queued then).
+        n_ctx: the KV cells one request may use; n_ctx_total: the whole context's."""
         prompt = self.prompt
         if len(prompt) == 0:
             raise RequestError("the prompt is empty", param=self.prompt_param)
@@ -49,7 +57,7 @@ class GenerationRequest:
         if len(prompt) >= n_ctx:
             raise RequestError(
                 f"the request exceeds the available context size: the prompt has {len(prompt)} "
-                f"tokens and a request may use {n_ctx}",
+                f"tokens and a request may use {n_ctx} of the context's {n_ctx_total or n_ctx}",
                 param=self.prompt_param,
                 code="exceed_context_size_error",
             )

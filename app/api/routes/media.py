@@ -56,7 +56,26 @@ def _save(media: MediaStore, data: bytes, services: Services, owner: str) -> dic
     return media_json(record, image_size(data))
 
 
-@router.post("", status_code=201)
+IMAGE_CONTENT = {t: {} for t in ("image/png", "image/jpeg", "image/webp", "image/gif")}
+# The body is read as it streams (app/api/media_upload.py), so it is described here by hand.
+UPLOAD_BODY = {
+    "requestBody": {
+        "required": True,
+        "content": {
+            **{t: {"schema": {"type": "string", "format": "binary"}} for t in IMAGE_CONTENT},
+            "multipart/form-data": {
+                "schema": {
+                    "type": "object",
+                    "properties": {"file": {"type": "string", "format": "binary"}},
+                    "required": ["file"],
+                }
+            },
+        },
+    }
+}
+
+
+@router.post("", status_code=201, openapi_extra=UPLOAD_BODY)
 async def upload_media(request: Request, services: ServicesDep) -> JSONResponse:
     media = _media(services)
     limit = image_limits(services.settings).max_bytes
@@ -97,7 +116,7 @@ async def get_media(media_id: str, request: Request, services: ServicesDep) -> d
     return media_json(record, await asyncio.to_thread(image_size, data))
 
 
-@router.get("/{media_id}/content")
+@router.get("/{media_id}/content", responses={200: {"content": IMAGE_CONTENT}})
 async def get_media_content(media_id: str, request: Request, services: ServicesDep) -> Response:
     record, data = await _load(services, media_id, tenant_of(request))
     headers = {

@@ -9,6 +9,7 @@ from typing import Any
 from fastapi import APIRouter, Header, Request
 
 from app.api.auth import cache_salt, tenant_of
+from app.api.errors import STREAMING
 from app.api.responder import Reply, respond
 from app.api.responses import ChatShape, TextShape
 from app.api.schemas import ChatCompletionRequest, CompletionRequest
@@ -34,7 +35,7 @@ async def _check_session(services: Services, session_id: str, tenant: str) -> No
         )
 
 
-@router.post("/chat/completions")
+@router.post("/chat/completions", responses=STREAMING)
 async def chat_completions(
     body: ChatCompletionRequest,
     http: Request,
@@ -89,7 +90,7 @@ async def chat_completions(
     return await respond(services, request, body, reply, http)
 
 
-@router.post("/completions")
+@router.post("/completions", responses=STREAMING)
 async def completions(body: CompletionRequest, http: Request, services: ServicesDep):
     refuse_unsupported(body)
     try:

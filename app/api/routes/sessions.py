@@ -17,12 +17,13 @@ from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse
 
 from app.api.auth import cache_salt, tenant_of
+from app.api.errors import STREAMING
 from app.api.responder import Reply, respond
 from app.api.responses import ChatShape
 from app.api.schemas import CreateSessionRequest, SessionMessageRequest
 from app.api.services import Services, ServicesDep
 from app.api.structured_output import finish_request, refuse_unsupported
-from app.chat.session_history import history, history_prompt, store_images
+from app.chat.session_history import history, history_prompt, store_images, visible_uploads
 from app.chat.turn import TurnResult
 from app.db.records import MessageRecord, SessionRecord
 from app.engine.request import RequestError, no_projector
@@ -130,7 +131,7 @@ async def delete_session(session_id: str, http: Request, services: ServicesDep):
     return {"id": session_id, "object": "session.deleted", "deleted": True}
 
 
-@router.post("/{session_id}/messages")
+@router.post("/{session_id}/messages", responses=STREAMING)
 async def add_message(
     session_id: str, body: SessionMessageRequest, http: Request, services: ServicesDep
 ):
@@ -148,10 +149,14 @@ async def add_message(
     if body.has_images():
         if vision is None or services.media is None:
             raise no_projector("content")
-        content = await asyncio.to_thread(store_images, content, services.media, services.settings)
+        media = services.media
+        # Uploaded images the new message names must be the tenant's; inline ones are stored
+        # now. The stored history is the tenant's own session: its images need no check.
+        await asyncio.to_thread(visible_uploads, content, media, tenant)
+        content = await asyncio.to_thread(store_images, content, media, services.settings)
     turn = history(session, content)
     prompt, images = await history_prompt(
-        turn, services.prompter, vision, services.settings, services.media, tenant
+        turn, services.prompter, vision, services.settings, services.media
     )
     request = fields.generation(
         prompt,

@@ -90,7 +90,7 @@ async def cache_reset(services: ServicesDep):
     return {"status": "ok"}
 
 
-@router.get("/metrics")
+@router.get("/metrics", responses={200: {"content": {"text/plain": {}}, "description": "Text"}})
 async def metrics(services: ServicesDep) -> Response:
     """Prometheus text exposition (kvchat_* counters, histograms and engine gauges)."""
     body, content_type = services.metrics.render()
