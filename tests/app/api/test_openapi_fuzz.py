@@ -3,7 +3,8 @@ status, content type and body the schema documents.
 
 Bounded and reproducible: a few examples per operation, deterministic generation (no example
 database, no random seed), generation capped at 4 tokens (-n 4), a time budget. The summary
-line is printed (pytest -s shows it)."""
+line is printed (pytest -s shows it). No --max-time: with it, fuzzing repeats until the time
+is spent; the run is bounded by the examples (about 1,800 requests, ~20 s here)."""
 
 from __future__ import annotations
 
@@ -37,8 +38,6 @@ def test_schemathesis_finds_no_server_error_and_no_schema_mismatch(tmp_path: Pat
                 "--generation-deterministic",
                 "--workers",
                 "1",
-                "--max-time",
-                "300",
                 "--request-timeout",
                 "60",
                 "--no-color",
