@@ -20,7 +20,7 @@ STAMP := $(VENV)/.installed
 LLAMA_SERVER_DIR := build/llama-server
 LLAMA_SERVER := $(LLAMA_SERVER_DIR)/bin/llama-server
 
-.PHONY: install run test test-fast lint bench clean llama-server
+.PHONY: install run test test-fast lint bench load clean llama-server
 
 install: $(STAMP)
 
@@ -67,6 +67,10 @@ $(LLAMA_SERVER): scripts/build_llama_server.sh Makefile
 
 bench: $(STAMP) $(LLAMA_SERVER)
 	$(PY) -m bench.compare $(ARGS)
+
+# Load test (locust, headless, 127.0.0.1 only, stops by itself): ARGS="--users 32 --duration 180".
+load: $(STAMP)
+	$(PY) -m bench.load $(ARGS)
 
 clean:
 	rm -rf $(VENV) .pytest_cache .ruff_cache .hypothesis
