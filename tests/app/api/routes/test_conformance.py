@@ -216,3 +216,11 @@ def test_a_cancelled_request_logs_its_slot_and_tokens(server: ServerProcess):
     assert lines, "no log line for the cancelled request"
     assert lines[-1]["slot"] >= 0
     assert lines[-1]["completion_tokens"] >= 1
+
+
+def test_a_grammar_llama_cpp_cannot_parse_is_a_400(server: ServerProcess):
+    r = post(server, "/v1/chat/completions", {"messages": HELLO, "grammar": "root ::= ("})
+    assert r.status_code == 400
+    assert "grammar" in error_of(r)["message"]
+    ok = post(server, "/v1/chat/completions", {"messages": HELLO, "grammar": 'root ::= "yes"'})
+    assert ok.status_code == 200 and ok.json()["choices"][0]["message"]["content"] == "yes"
