@@ -6,41 +6,36 @@ transaction, so a crash or `kill -9` at any point leaves either all of a change 
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 from uuid import uuid4
 
-from sqlalchemy import Engine, create_engine, delete, event, exists, func, select
+from sqlalchemy import Engine, create_engine, delete, event, func, select
 from sqlalchemy.engine import URL, make_url
-from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
+from app.db.media_rows import MediaRows, check_text, media_ids_of
 from app.db.models import (
     ROLES,
     STATUSES,
     Conversation,
     MediaAsset,
-    MediaOwner,
     Message,
     MessageMedia,
-    media_id,
     utcnow,
 )
 from app.db.records import (
     MediaRecord,
     MessageRecord,
     SessionRecord,
-    media_record,
     message_record,
     session_record,
 )
 
 # Execution option asking the SQLite engine for BEGIN IMMEDIATE (see make_engine).
 WRITE_OPTION = "kvchat_write"
-_SHA256 = re.compile(r"[0-9a-f]{64}")
 
 
 def normalize_url(url: str | URL) -> URL:
@@ -92,12 +87,6 @@ def _check_choice(name: str, value: str, allowed: Iterable[str]) -> None:
         raise ValueError(f"{name} must be one of {', '.join(allowed)}, not {value!r}")
 
 
-def _check_text(name: str, value: str | None) -> None:
-    # PostgreSQL text cannot hold NUL; refuse it on every backend so both behave alike.
-    if value is not None and (not isinstance(value, str) or "\x00" in value):
-        raise ValueError(f"{name} must be a string without NUL characters")
-
-
 def _check_content(content: Any) -> None:
     if isinstance(content, str):
         return
@@ -113,32 +102,7 @@ def _check_ints(name: str, value: list[int] | None) -> None:
         raise ValueError(f"{name} must be a list of integers")
 
 
-def _media_ids(content: Any) -> list[str]:
-    """The uploaded media a message's content parts refer to (`image_file` parts)."""
-    if not isinstance(content, list):
-        return []
-    out = []
-    for part in content:
-        ref = part.get("image_file") if part.get("type") == "image_file" else None
-        if isinstance(ref, dict) and isinstance(ref.get("file_id"), str):
-            out.append(ref["file_id"])
-    return out
-
-
-def _visible(s: Session, media_id: str, tenant_id: str) -> bool:
-    """The tenant uploaded the media, or a message of one of its sessions uses it."""
-    owner = exists().where(MediaOwner.media_id == media_id, MediaOwner.tenant_id == tenant_id)
-    used = (
-        exists()
-        .where(MessageMedia.media_id == media_id)
-        .where(MessageMedia.message_id == Message.id)
-        .where(Message.session_id == Conversation.id)
-        .where(Conversation.tenant_id == tenant_id)
-    )
-    return bool(s.scalar(select(owner | used)))
-
-
-class Store:
+class Store(MediaRows):
     def __init__(self, url: str) -> None:
         self.url = url
         self.engine = make_engine(url)
@@ -168,8 +132,8 @@ class Store:
         title: str | None = None,
         tenant_id: str = "",
     ) -> SessionRecord:
-        _check_text("system_prompt", system_prompt)
-        _check_text("title", title)
+        check_text("system_prompt", system_prompt)
+        check_text("title", title)
         if sampling is not None and not isinstance(sampling, dict):
             raise ValueError("sampling must be an object")
         now = utcnow()
@@ -247,19 +211,6 @@ class Store:
                 return False, []
             return True, self._free_unused(s, candidates)
 
-    @staticmethod
-    def _free_unused(s: Session, media_ids: Iterable[str]) -> list[MediaRecord]:
-        """Delete the media rows among media_ids that no tenant owns and no message uses."""
-        freed = []
-        for mid in sorted(media_ids):
-            owned = exists().where(MediaOwner.media_id == mid)
-            used = exists().where(MessageMedia.media_id == mid)
-            asset = s.scalar(select(MediaAsset).where(MediaAsset.id == mid, ~owned, ~used))
-            if asset is not None:
-                freed.append(media_record(asset))
-                s.delete(asset)
-        return freed
-
     # --- messages -----------------------------------------------------------------------
 
     def delete_message(self, message_id: int) -> bool:
@@ -287,8 +238,8 @@ class Store:
         _check_choice("status", status, STATUSES)
         _check_content(content)
         _check_ints("token_ids", token_ids)
-        _check_text("finish_reason", finish_reason)
-        _check_text("error", error)
+        check_text("finish_reason", finish_reason)
+        check_text("error", error)
         if timings is not None and not isinstance(timings, dict):
             raise ValueError("timings must be an object")
         with self._tx(write=True) as s:
@@ -320,82 +271,8 @@ class Store:
             conv.updated_at = now
             s.flush()  # assigns message.id
             # The media it uses (by id), reference-counted; ids without a row are left out.
-            refs = _media_ids(content)
+            refs = media_ids_of(content)
             if refs:
                 known = s.scalars(select(MediaAsset.id).where(MediaAsset.id.in_(refs)))
                 s.add_all(MessageMedia(message_id=message.id, media_id=m) for m in set(known))
             return message_record(message)
-
-    # --- media --------------------------------------------------------------------------
-
-    def add_media(
-        self, sha256: str, mime_type: str, size: int, location: str, owner: str | None = None
-    ) -> MediaRecord:
-        """Record a stored file; the same sha256 again returns the first record unchanged.
-        owner: the tenant that uploaded it (kept until it deletes it)."""
-        record = self._add_media(sha256, mime_type, size, location)
-        if owner is not None:
-            with self._tx(write=True) as s:
-                if s.get(MediaOwner, (owner, record.id)) is None:
-                    s.add(MediaOwner(tenant_id=owner, media_id=record.id, created_at=utcnow()))
-        return record
-
-    def _add_media(self, sha256: str, mime_type: str, size: int, location: str) -> MediaRecord:
-        sha256 = sha256.lower()
-        if not _SHA256.fullmatch(sha256):
-            raise ValueError("sha256 must be 64 hex digits")
-        if size < 0:
-            raise ValueError("size must be >= 0")
-        _check_text("mime_type", mime_type)
-        _check_text("location", location)
-        try:
-            with self._tx(write=True) as s:
-                found = s.scalar(select(MediaAsset).where(MediaAsset.sha256 == sha256))
-                if found is not None:
-                    return media_record(found)
-                asset = MediaAsset(
-                    id=media_id(sha256),
-                    sha256=sha256,
-                    mime_type=mime_type,
-                    size=size,
-                    location=location,
-                    created_at=utcnow(),
-                )
-                s.add(asset)
-                s.flush()
-                return media_record(asset)
-        except IntegrityError:
-            # PostgreSQL: another transaction inserted the same file between our SELECT and
-            # INSERT. Its record is the one to return.
-            found_record = self.get_media_by_sha256(sha256)
-            if found_record is None:
-                raise
-            return found_record
-
-    def get_media(self, media_id: str, tenant_id: str | None = None) -> MediaRecord | None:
-        """None if unknown, or if tenant_id (unless None) neither uploaded it nor uses it in a
-        message of its sessions."""
-        with self._tx() as s:
-            asset = s.get(MediaAsset, media_id)
-            if asset is None or (tenant_id is not None and not _visible(s, media_id, tenant_id)):
-                return None
-            return media_record(asset)
-
-    def release_media(self, media_id: str, tenant_id: str) -> tuple[bool, MediaRecord | None]:
-        """The tenant gives up its upload of media_id: (whether the tenant could see it, the
-        media row freed because nothing uses it any more, or None)."""
-        with self._tx(write=True) as s:
-            if s.get(MediaAsset, media_id) is None or not _visible(s, media_id, tenant_id):
-                return False, None
-            s.execute(
-                delete(MediaOwner).where(
-                    MediaOwner.media_id == media_id, MediaOwner.tenant_id == tenant_id
-                )
-            )
-            freed = self._free_unused(s, [media_id])
-            return True, freed[0] if freed else None
-
-    def get_media_by_sha256(self, sha256: str) -> MediaRecord | None:
-        with self._tx() as s:
-            asset = s.scalar(select(MediaAsset).where(MediaAsset.sha256 == sha256.lower()))
-            return None if asset is None else media_record(asset)
