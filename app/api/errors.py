@@ -69,6 +69,15 @@ ERROR_RESPONSES: dict[int | str, dict[str, Any]] = {
 STREAMING = {200: {"content": {"text/event-stream": {}}, "description": "JSON, or SSE"}}
 
 
+def openapi_links(param: str, operations: dict[str, str]) -> dict[str, Any]:
+    """OpenAPI links: a created object's `id` feeds these operations' `param` (clients, and
+    the fuzzer's stateful phase, follow them)."""
+    return {
+        name: {"operationId": op, "parameters": {param: "$response.body#/id"}}
+        for name, op in operations.items()
+    }
+
+
 def error_body(
     message: str, status: int = 400, param: str | None = None, code: str | None = None
 ) -> dict:

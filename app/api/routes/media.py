@@ -10,6 +10,7 @@ from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse, Response
 
 from app.api.auth import tenant_of
+from app.api.errors import openapi_links
 from app.api.media_upload import FILE_FIELD, read_upload
 from app.api.services import Services, ServicesDep
 from app.db.records import MediaRecord
@@ -75,7 +76,19 @@ UPLOAD_BODY = {
 }
 
 
-@router.post("", status_code=201, openapi_extra=UPLOAD_BODY)
+MEDIA_LINKS = openapi_links(
+    "media_id",
+    {
+        "GetMedia": "get_media_v1_media__media_id__get",
+        "GetMediaContent": "get_media_content_v1_media__media_id__content_get",
+        "DeleteMedia": "delete_media_v1_media__media_id__delete",
+    },
+)
+
+
+@router.post(
+    "", status_code=201, openapi_extra=UPLOAD_BODY, responses={201: {"links": MEDIA_LINKS}}
+)
 async def upload_media(request: Request, services: ServicesDep) -> JSONResponse:
     media = _media(services)
     limit = image_limits(services.settings).max_bytes

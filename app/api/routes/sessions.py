@@ -17,7 +17,7 @@ from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse
 
 from app.api.auth import cache_salt, tenant_of
-from app.api.errors import STREAMING
+from app.api.errors import STREAMING, openapi_links
 from app.api.responder import Reply, respond
 from app.api.responses import ChatShape
 from app.api.schemas import CreateSessionRequest, SessionMessageRequest
@@ -87,7 +87,17 @@ async def _load(services: Services, session_id: str, tenant: str) -> SessionReco
     return session
 
 
-@router.post("", status_code=201)
+SESSION_LINKS = openapi_links(
+    "session_id",
+    {
+        "GetSession": "get_session_v1_sessions__session_id__get",
+        "AddMessage": "add_message_v1_sessions__session_id__messages_post",
+        "DeleteSession": "delete_session_v1_sessions__session_id__delete",
+    },
+)
+
+
+@router.post("", status_code=201, responses={201: {"links": SESSION_LINKS}})
 async def create_session(body: CreateSessionRequest, http: Request, services: ServicesDep):
     s = await asyncio.to_thread(
         services.store.create_session,
