@@ -42,6 +42,7 @@ def test_schemathesis_finds_no_server_error_and_no_schema_mismatch(tmp_path: Pat
                 "60",
                 "--no-color",
             ],
+            cwd=tmp_path,  # its own files (.schemathesis/) stay out of the checkout
             capture_output=True,
             text=True,
             timeout=600,
