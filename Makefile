@@ -35,7 +35,7 @@ STAMP := $(VENV)/.installed
 LLAMA_SERVER_DIR := build/llama-server$(if $(filter-out cpu,$(LLAMA_BACKEND)),-$(LLAMA_BACKEND))
 LLAMA_SERVER := $(LLAMA_SERVER_DIR)/bin/llama-server
 
-.PHONY: install run test test-fast lint bench clean llama-server frontend
+.PHONY: install run test test-fast lint bench load clean llama-server frontend
 
 # The web UI: npm packages from package-lock.json, bundled by esbuild into frontend/dist (ignored;
 # the server serves it, and runs without it, API only, saying so in its log).
@@ -108,6 +108,10 @@ $(LLAMA_SERVER): scripts/build_llama_server.sh Makefile
 
 bench: $(STAMP) $(LLAMA_SERVER)
 	$(PY) -m bench.compare $(ARGS)
+
+# Load test (locust, headless, 127.0.0.1 only, stops by itself): ARGS="--users 32 --duration 180".
+load: $(STAMP)
+	$(PY) -m bench.load $(ARGS)
 
 clean:
 	rm -rf $(VENV) .pytest_cache .ruff_cache .hypothesis frontend/node_modules frontend/dist

@@ -1,4 +1,5 @@
-"""`python -m app`: start the server with llama-server-like flags.
+"""`python -m app`: start the server with llama-server-like flags (`python -m app keys ...`:
+API keys, see app/keys_cli.py).
 
 Flags override KVCHAT_* environment variables, which override the defaults (see app/config.py).
 """
@@ -7,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import logging
+import sys
 
 import uvicorn
 
@@ -57,6 +59,17 @@ def parse_args(argv: list[str] | None = None) -> dict[str, object]:
     p.add_argument("--database-url", help="SQLAlchemy URL, e.g. postgresql+psycopg://...")
     p.add_argument("--slot-save-path", help="directory for /slots save and restore files")
     p.add_argument("--max-queue", type=int, help="waiting requests before 503 (0 = no bound)")
+    p.add_argument(
+        "-n", "--n-predict", type=int, help="default and most tokens per reply (-1 = no limit)"
+    )
+    p.add_argument(
+        "--ctx-per-request", type=int, help="KV cells one request may use (0 = ctx / parallel)"
+    )
+    p.add_argument("--max-body-bytes", type=int, help="largest request body (413 beyond)")
+    p.add_argument(
+        "--max-concurrent-per-key", type=int, help="requests at once per API key (0 = no limit)"
+    )
+    p.add_argument("--api-key", help="a static API key clients must send as Bearer (admin)")
     p.add_argument("--timeout", dest="request_timeout", type=float, help="seconds per request")
     p.add_argument("--shutdown-grace", type=float, help="seconds to finish requests at shutdown")
     p.add_argument("--mmproj", help="multimodal projector GGUF for image input")
@@ -90,6 +103,11 @@ def parse_args(argv: list[str] | None = None) -> dict[str, object]:
 
 
 def main(argv: list[str] | None = None) -> None:
+    argv = sys.argv[1:] if argv is None else argv
+    if argv[:1] == ["keys"]:
+        from app.keys_cli import main as keys_main
+
+        sys.exit(keys_main(argv[1:]))
     settings = Settings(**parse_args(argv))
     logging.basicConfig(
         level=settings.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s"

@@ -87,6 +87,16 @@ class Settings(BaseSettings):
     slot_save_path: str | None = None  # /slots save|restore files; default: data_dir/slots
     # Load: waiting requests beyond max_queue get 503 + Retry-After (0 = no bound).
     max_queue: int = Field(default=64, ge=0)
+    # Limits that keep one client from stalling or starving the others (issue 13).
+    n_predict: int = Field(default=-1, ge=-1)  # default and cap of max_tokens; -1 = none
+    ctx_per_request: int = Field(default=0, ge=0)  # KV cells per request; 0 = ctx / parallel
+    max_body_bytes: int = Field(default=16 << 20, ge=1024)  # larger bodies: 413, unread
+    max_concurrent_per_key: int = Field(default=16, ge=0)  # per API key; 0 = no limit
+    # API keys: one static key (llama-server's --api-key, env LLAMA_API_KEY too) and/or the
+    # keys in the database (`python -m app keys create`). None of either: an open server.
+    api_key: str | None = Field(
+        default=None, validation_alias=AliasChoices("KVCHAT_API_KEY", "LLAMA_API_KEY", "api_key")
+    )
     request_timeout: float = Field(default=600.0, ge=0.0)  # seconds per request; 0 = none
     shutdown_grace: float = Field(default=10.0, ge=0.0)  # seconds in-flight requests may finish
     idle_prefill_delay: float = 0.25  # seconds; negative: no idle prefill of turn boundaries
@@ -152,6 +162,8 @@ class Settings(BaseSettings):
             encoder_cache_bytes=self.encoder_cache << 20,
             idle_prefill_delay=self.idle_prefill_delay,
             max_queue=self.max_queue,
+            n_predict=self.n_predict,
+            n_ctx_request=self.ctx_per_request,
             request_timeout=self.request_timeout,
             warmup=self.warmup,
             verbose=self.verbose,

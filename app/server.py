@@ -2,20 +2,26 @@
 
 from __future__ import annotations
 
+import ipaddress
 import logging
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 
 from fastapi import FastAPI
+from starlette.types import Scope
 
-from app.api.errors import install_error_handlers
+from app.api.auth import Auth
+from app.api.body_limit import BodyLimit
+from app.api.errors import ERROR_RESPONSES, install_error_handlers
+from app.api.frontend import install_frontend
+from app.api.media_upload import MULTIPART_OVERHEAD
 from app.api.metrics import EngineGauges, Metrics
 from app.api.routes import documents, media, openai, sessions, system, tokens
 from app.api.services import Services
-from app.api.ui_files import mount_ui
 from app.chat.prompter import Prompter
 from app.chat.turn_cache import TurnCache
 from app.config import Settings
+from app.db.key_store import KeyStore
 from app.db.store import Store
 from app.docs.documents import Documents
 from app.engine.engine import Engine
@@ -61,6 +67,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         docs = Documents.build(settings, store, engine.model, app.state.services.prompter)
         docs.start()
         app.state.services.documents = docs
+        app.state.services.keys = KeyStore(store)
+        _say_if_open(settings, app.state.services.keys)
         try:
             yield
         finally:
@@ -74,11 +82,48 @@ def create_app(settings: Settings | None = None) -> FastAPI:
 
     app = FastAPI(title="kvchat", version="0.1.0", lifespan=lifespan)
     install_error_handlers(app)
-    app.include_router(openai.router)
-    app.include_router(sessions.router)
-    app.include_router(system.router)
-    app.include_router(tokens.router)
-    app.include_router(media.router)
-    app.include_router(documents.router)
-    mount_ui(app)
+    # Added last = outermost: keys are checked before a byte of the body is read.
+    app.add_middleware(BodyLimit, limit_for=_body_limit(settings))
+    app.add_middleware(
+        Auth, static_key=settings.api_key, max_per_key=settings.max_concurrent_per_key
+    )
+    routers = (openai, sessions, system, tokens, media, documents)
+    for module in routers:
+        app.include_router(module.router, responses=ERROR_RESPONSES)
+    install_frontend(app)  # the built UI, for GETs no route takes
     return app
+
+
+def _body_limit(settings: Settings) -> Callable[[Scope], int]:
+    """--max-body-bytes; media uploads (read as they stream, see app/api/media_upload.py)
+    may be as large as --image-max-bytes allows."""
+    upload = max(settings.max_body_bytes, settings.image_max_bytes + MULTIPART_OVERHEAD)
+
+    def limit_for(scope: Scope) -> int:
+        is_upload = scope["method"] == "POST" and scope["path"].rstrip("/") == "/v1/media"
+        return upload if is_upload else settings.max_body_bytes
+
+    return limit_for
+
+
+def _say_if_open(settings: Settings, keys: KeyStore) -> None:
+    """An open server says so at start-up, loudly when others can reach it."""
+    if settings.api_key or keys.any_live():
+        log.info("API keys are required (all routes but /health and the web UI)")
+        return
+    if ipaddress.ip_address(_resolve(settings.host)).is_loopback:
+        log.warning("no API keys: every local client can use every route (see `keys create`)")
+    else:
+        log.critical(
+            "NO API KEYS and bound to %s: anyone who can reach this port can read every "
+            "session and use every route; create a key with `python -m app keys create` "
+            "or pass --api-key",
+            settings.host,
+        )
+
+
+def _resolve(host: str) -> str:
+    try:
+        return str(ipaddress.ip_address(host))
+    except ValueError:
+        return "127.0.0.1" if host == "localhost" else "0.0.0.0"

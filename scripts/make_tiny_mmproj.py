@@ -1,3 +1,4 @@
+#!/usr/bin/env python3
 """Write a tiny LLaVA-style mmproj GGUF with random weights, for tests (no download needed).
 
     python scripts/make_tiny_mmproj.py OUT [--seed N] [--n-embd 576]
@@ -23,12 +24,20 @@ Same seed and width -> byte-identical file (numpy's seeded generator, fixed tens
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from pathlib import Path
 
-import numpy as np
-from gguf import GGUFValueType, GGUFWriter
+try:
+    import numpy as np
+    from gguf import GGUFValueType, GGUFWriter
+except ImportError:  # run with a Python outside the project's venv: use the venv's
+    _VENV_PYTHON = Path(__file__).resolve().parent.parent / ".venv" / "bin" / "python"
+    if _VENV_PYTHON.is_file() and Path(sys.executable).absolute() != _VENV_PYTHON:
+        os.execv(_VENV_PYTHON, [str(_VENV_PYTHON), __file__, *sys.argv[1:]])
+    sys.exit("make_tiny_mmproj.py needs numpy and gguf: run `make install` first")
 
+DESCRIPTION = "Write a tiny LLaVA-style mmproj GGUF with random weights, for tests."
 IMAGE_SIZE = 64  # px; clip's "fixed size" preprocessor resizes every image to this square
 PATCH_SIZE = 8  # px; IMAGE_SIZE must be a multiple (square grid, llava graph asserts it)
 N_PATCHES = (IMAGE_SIZE // PATCH_SIZE) ** 2  # = tokens per image for the "mlp" projector
@@ -123,6 +132,7 @@ def write(out: Path, seed: int = 0, n_embd: int = 576) -> None:
     if n_embd <= 0:
         raise ValueError(f"n_embd must be positive, got {n_embd}")
     rng = np.random.default_rng(seed)
+    out.parent.mkdir(parents=True, exist_ok=True)  # e.g. build/ on a fresh checkout
     writer = GGUFWriter(str(out), arch="clip")
     _str(writer, "general.type", "mmproj")
     _str(writer, "general.name", f"kvchat tiny mmproj (seed {seed})")
@@ -150,7 +160,7 @@ def write(out: Path, seed: int = 0, n_embd: int = 576) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=DESCRIPTION)
     parser.add_argument("out", type=Path, help="output .gguf path")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument(

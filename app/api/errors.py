@@ -3,12 +3,16 @@
 from __future__ import annotations
 
 import logging
+from collections.abc import Sequence
+from typing import Any
 
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
-from fastapi.responses import JSONResponse
+from fastapi.responses import JSONResponse, Response
+from pydantic import BaseModel
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
+from app.api.frontend import frontend_page
 from app.api.metrics import route_of
 from app.api.outcome import RequestOutcome
 from app.engine.chat_template import ChatTemplateError
@@ -20,10 +24,58 @@ _TYPES = {
     400: "invalid_request_error",
     404: "not_found_error",
     409: "conflict_error",
+    401: "authentication_error",
+    403: "permission_error",
+    413: "invalid_request_error",
+    429: "rate_limit_error",
     405: "invalid_request_error",
     422: "invalid_request_error",
     503: "unavailable_error",
 }
+
+
+class ErrorDetail(BaseModel):
+    message: str
+    type: str
+    param: str | None
+    code: str | None
+
+
+class ErrorResponse(BaseModel):
+    """Every error this API answers, OpenAI's shape (documented in the OpenAPI schema)."""
+
+    error: ErrorDetail
+
+
+# The statuses any route may answer with an error body (bad input, keys, limits, load).
+ERROR_RESPONSES: dict[int | str, dict[str, Any]] = {
+    status: {"model": ErrorResponse, "description": description}
+    for status, description in (
+        (400, "Bad request: the message says what to change, `param` which field"),
+        (401, "No API key, or not a valid one"),
+        (403, "The route needs an admin key"),
+        (404, "No such route, or no such object for this tenant"),
+        (409, "Conflict (a session already generating, a busy slot)"),
+        (410, "A stored file is gone"),
+        (413, "The request body is over --max-body-bytes"),
+        (415, "Unsupported Content-Type"),
+        (429, "This key has too many requests running (see Retry-After)"),
+        (500, "Internal error"),
+        (503, "The server is busy (see Retry-After) or shutting down"),
+        (504, "The request took longer than --timeout"),
+    )
+}
+# Generation routes answer with a stream of server-sent events when asked to (`stream`).
+STREAMING = {200: {"content": {"text/event-stream": {}}, "description": "JSON, or SSE"}}
+
+
+def openapi_links(param: str, operations: dict[str, str]) -> dict[str, Any]:
+    """OpenAPI links: a created object's `id` feeds these operations' `param` (clients, and
+    the fuzzer's stateful phase, follow them)."""
+    return {
+        name: {"operationId": op, "parameters": {param: "$response.body#/id"}}
+        for name, op in operations.items()
+    }
 
 
 def error_body(
@@ -45,16 +97,90 @@ def error_response(
     )
 
 
-def _validation_message(exc: RequestValidationError) -> tuple[str, str | None]:
-    errors = exc.errors()
+# Pydantic's words for its error types, said plainly (its own messages name its internals).
+_PLAIN = {
+    "missing": "is required",
+    "string_type": "must be a string",
+    "int_type": "must be an integer",
+    "int_parsing": "must be an integer",
+    "float_type": "must be a number",
+    "float_parsing": "must be a number",
+    "bool_type": "must be true or false",
+    "bool_parsing": "must be true or false",
+    "list_type": "must be an array",
+    "dict_type": "must be an object",
+    "model_type": "must be an object",
+    "model_attributes_type": "must be an object",
+    "extra_forbidden": "is not a known field",
+}
+
+
+def _input_path(body: Any, loc: Sequence[Any]) -> list[str | int]:
+    """The part of a pydantic error location that names places in the request body.
+
+    Pydantic puts union members and validators into locations (`str`, `list[...]`,
+    `function-after[...]`, discriminator tags); only keys and indexes that the body has, and a
+    missing field's own name, are places a client can find."""
+    path: list[str | int] = []
+    here = body
+    for i, part in enumerate(loc):
+        in_dict = isinstance(here, dict) and part in here
+        in_list = isinstance(here, list) and isinstance(part, int) and 0 <= part < len(here)
+        if in_dict or in_list:
+            here = here[part]
+        elif isinstance(here, dict) and i == len(loc) - 1 and isinstance(part, str):
+            pass  # a missing field: the body does not have it, the client must add it
+        else:
+            continue
+        path.append(part)
+    return path
+
+
+def _plain(error: dict[str, Any]) -> str:
+    kind = error.get("type", "")
+    if kind in _PLAIN:
+        return _PLAIN[kind]
+    msg = str(error.get("msg", "is invalid"))
+    for prefix in ("Value error, ", "Assertion failed, "):
+        msg = msg.removeprefix(prefix)
+    return msg[:1].lower() + msg[1:]
+
+
+def _required_fields(request: Request) -> list[str]:
+    route = request.scope.get("route")
+    field = getattr(route, "body_field", None)
+    info = getattr(field, "field_info", None)
+    model = getattr(info, "annotation", None)
+    fields = getattr(model, "model_fields", {})
+    return [name for name, f in fields.items() if f.is_required()]
+
+
+def validation_message(exc: RequestValidationError, request: Request) -> tuple[str, str | None]:
+    """A plain message and the `param` it is about, from the most telling of the errors."""
+    errors = list(exc.errors())
     if not errors:
         return "invalid request", None
-    first = errors[0]
-    loc = [str(p) for p in first.get("loc", ()) if p != "body"]
-    if first.get("type") == "json_invalid":
+    if errors[0].get("type") == "json_invalid":
         return "the request body is not valid JSON", None
-    where = ".".join(loc)
-    return (f"{where}: {first.get('msg')}" if where else str(first.get("msg"))), where or None
+    body = getattr(exc, "body", None)
+    if body is None or errors[0].get("loc") == ("body",):
+        if body is None or body == b"" or errors[0].get("type") == "missing":
+            required = _required_fields(request)
+            fields = f" with {', '.join(repr(f) for f in required)}" if required else ""
+            return f"the request body is empty: send a JSON object{fields}", (
+                required[0] if required else None
+            )
+        return "the request body must be a JSON object", None
+    # A union (e.g. content: string or parts) reports one error per member; a type mismatch
+    # is the least telling, so an error of any other kind is preferred.
+    errors.sort(key=lambda e: str(e.get("type", "")).endswith(("_type", "union_tag_invalid")))
+    first = errors[0]
+    loc = [p for p in first.get("loc", ()) if p not in ("body", "query", "header", "path")]
+    path = _input_path(body, loc) if first.get("loc", ("",))[0] == "body" else loc
+    param = ".".join(str(p) for p in path) or None
+    where = "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in path).lstrip(".")
+    message = _plain(first)
+    return (f"{where}: {message}" if where else message), param
 
 
 def _count_rejected(request: Request, status: int) -> None:
@@ -68,7 +194,7 @@ def _count_rejected(request: Request, status: int) -> None:
 def install_error_handlers(app: FastAPI) -> None:
     @app.exception_handler(RequestValidationError)
     async def _validation(request: Request, exc: RequestValidationError) -> JSONResponse:
-        message, param = _validation_message(exc)
+        message, param = validation_message(exc, request)
         _count_rejected(request, 400)
         return error_response(message, 400, param)
 
@@ -83,8 +209,21 @@ def install_error_handlers(app: FastAPI) -> None:
         return error_response(str(exc), 400, "messages")
 
     @app.exception_handler(StarletteHTTPException)
-    async def _http(_: Request, exc: StarletteHTTPException) -> JSONResponse:
-        return error_response(str(exc.detail), exc.status_code)
+    async def _http(request: Request, exc: StarletteHTTPException) -> Response:
+        status, method, path = exc.status_code, request.method, request.url.path
+        if status == 404 and exc.detail == "Not Found":  # no route has this path
+            page = await frontend_page(request)
+            if page is not None:
+                return page
+            message = f"there is no {path} on this server (see /openapi.json)"
+            return error_response(message, 404, code="not_found")
+        if status == 405:
+            allowed = (exc.headers or {}).get("Allow", "")
+            message = f"{path} does not take {method}; it takes {allowed}"
+            return error_response(message, 405, code="method_not_allowed", headers=exc.headers)
+        if status == 413:
+            return error_response(str(exc.detail), 413, code="request_too_large")
+        return error_response(str(exc.detail), status, headers=exc.headers)
 
     @app.exception_handler(Exception)
     async def _unexpected(_: Request, exc: Exception) -> JSONResponse:

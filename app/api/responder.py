@@ -28,6 +28,7 @@ from app.chat.turn import TurnRecorder, TurnResult
 from app.engine.events import Failed, Finished, TextDelta
 from app.engine.request import GenerationRequest
 from app.engine.stream import EngineStream
+from app.engine.task import Task
 
 log = logging.getLogger(__name__)
 
@@ -69,9 +70,17 @@ class _Ending:
     left to await."""
 
     def __init__(
-        self, services: Services, request: GenerationRequest, reply: Reply, rec: TurnRecorder
+        self,
+        services: Services,
+        request: GenerationRequest,
+        reply: Reply,
+        rec: TurnRecorder,
+        task: Task,
     ) -> None:
         self.services, self.request, self.reply, self.rec = services, request, reply, rec
+        # A request whose client went away ends without a Finished event reaching us: its slot
+        # and token counts are read from the task (ints the engine thread wrote).
+        self.task = task
         self.done = False
         services.inflight.add(self)
 
@@ -96,19 +105,21 @@ class _Ending:
             self.services.inflight.discard(self)
 
     def _observe(self, result: TurnResult) -> None:
-        done, failed = result.finished, result.failed
+        done, failed, task = result.finished, result.failed, self.task
         timings = done.timings if done is not None else None
         self.services.metrics.observe(
             RequestOutcome(
                 route=self.reply.route,
                 outcome=result.status,
                 status=failed.status if failed is not None else 200,
-                slot=timings.slot if timings is not None else -1,
+                slot=timings.slot if timings is not None else task.slot_id,
                 session_id=self.request.session,
                 prompt_tokens=len(self.request.prompt),
-                cached_tokens=done.cached_tokens if done is not None else 0,
-                cache_source=timings.cache_source if timings is not None else "none",
-                completion_tokens=done.completion_tokens if done is not None else 0,
+                cached_tokens=done.cached_tokens if done is not None else task.n_cached,
+                cache_source=timings.cache_source if timings is not None else task.cache_source,
+                completion_tokens=(
+                    done.completion_tokens if done is not None else task.n_generated
+                ),
                 ttft_s=result.ttft_s,
                 e2e_s=result.e2e_s,
                 finish_reason=done.finish_reason if done is not None else None,
@@ -142,7 +153,7 @@ async def respond(
     # Raises RequestError before anything is sent. Unstreamed: the text comes with the end.
     stream = services.engine.open(request, streaming=body.stream)
     envelope = Envelope(reply.shape, services.model_name, reply.extra)
-    ending = _Ending(services, request, reply, rec)
+    ending = _Ending(services, request, reply, rec, stream.task)
     if body.stream:
         return _GuardedStream(
             _stream(stream, envelope, body.include_usage(), http, rec, ending, reply),

@@ -29,6 +29,28 @@ class StreamOptions(BaseModel):
     include_usage: bool = False
 
 
+class JsonSchemaFormat(BaseModel):
+    name: str | None = None
+    schema_: dict[str, Any] | None = Field(default=None, alias="schema")
+    strict: bool | None = None
+
+
+class ResponseFormat(BaseModel):
+    """OpenAI's response_format: plain text, any JSON object, or JSON following a schema (as
+    llama-server, `json_object` may also carry a `schema`)."""
+
+    type: Literal["text", "json_object", "json_schema"]
+    json_schema: JsonSchemaFormat | None = None
+    schema_: dict[str, Any] | None = Field(default=None, alias="schema")
+
+    def schema_or_none(self) -> dict[str, Any] | None:
+        if self.type == "json_schema":
+            if self.json_schema is None or self.json_schema.schema_ is None:
+                raise ValueError('json_schema needs a schema: {"json_schema": {"schema": {...}}}')
+            return self.json_schema.schema_
+        return self.schema_
+
+
 class GenerationFields(BaseModel):
     """Fields shared by chat and text completions."""
 
@@ -56,6 +78,14 @@ class GenerationFields(BaseModel):
     # under another, so response times reveal nothing across tenants.
     cache_salt: str = Field(default="", max_length=256)
     id_slot: int | None = None
+    # Structured output through llama.cpp's grammar sampler (as llama-server): a GBNF grammar,
+    # or response_format (converted to one by app/api/structured_output.py).
+    response_format: ResponseFormat | None = None
+    grammar: str | None = Field(default=None, max_length=100_000)
+    # Function calling is not supported: refused with a 400 (app/api/structured_output.py),
+    # never silently ignored.
+    tools: list[Any] | None = None
+    functions: list[Any] | None = None
 
     @model_validator(mode="before")
     @classmethod

@@ -13,6 +13,7 @@ from app.api.metrics import Metrics
 from app.chat.prompter import Prompter
 from app.chat.turn_cache import TurnCache
 from app.config import Settings
+from app.db.key_store import KeyStore
 from app.db.store import Store
 from app.docs.documents import Documents
 from app.engine.engine import Engine
@@ -34,6 +35,7 @@ class Services:
     inflight: set[object] = field(default_factory=set)
     media: MediaStore | None = None  # uploaded images (POST /v1/media); set at start-up
     documents: Documents | None = None  # collections, ingestion, retrieval; set at start-up
+    keys: KeyStore | None = None  # API keys (app/api/auth.py); set at start-up
 
     async def drained(self, timeout: float) -> bool:
         """Wait until every response has recorded its end; False if time ran out."""

@@ -9,7 +9,6 @@ from __future__ import annotations
 import logging
 from pathlib import Path
 
-from fastapi import FastAPI
 from fastapi.staticfiles import StaticFiles
 from starlette.responses import Response
 from starlette.types import Scope
@@ -41,11 +40,3 @@ def built_ui(directory: Path = UI_DIR) -> UIFiles | None:
         )
         return None
     return UIFiles(directory=directory, html=True)
-
-
-def mount_ui(app: FastAPI, directory: Path = UI_DIR) -> bool:
-    """Serve the UI at / when it is built; True if it is."""
-    files = built_ui(directory)
-    if files is not None:
-        app.mount("/", files, name="frontend")
-    return files is not None

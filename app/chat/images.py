@@ -20,8 +20,12 @@ from mm.token_sequence import TokenSequence
 
 
 def load_images(
-    messages: list[ChatMessage], settings: Any, media: MediaStore | None
+    messages: list[ChatMessage],
+    settings: Any,
+    media: MediaStore | None,
+    tenant_id: str | None = None,
 ) -> list[ImageInput]:
+    """tenant_id: uploaded media must be visible to this tenant (None: any)."""
     limits = image_limits(settings)
     out: list[ImageInput] = []
     for i, message in enumerate(messages):
@@ -30,7 +34,7 @@ def load_images(
                 if isinstance(part, ImagePart):
                     data = image_bytes_from_url(part.image_url.url, limits)
                 else:
-                    data = _uploaded(media, part.image_file.file_id)
+                    data = _uploaded(media, part.image_file.file_id, tenant_id)
                 image = decode_image(data, limits)
             except ImageError as e:
                 raise RequestError(f"messages[{i}]: {e}", param=f"messages.{i}.content") from e
@@ -38,11 +42,11 @@ def load_images(
     return out
 
 
-def _uploaded(media: MediaStore | None, media_id: str) -> bytes:
+def _uploaded(media: MediaStore | None, media_id: str, tenant_id: str | None) -> bytes:
     if media is None:
         raise ImageError("uploaded media are not available on this server")
     try:
-        return media.load(media_id)
+        return media.load(media_id, tenant_id)
     except (KeyError, ValueError):
         raise ImageError(f"no uploaded media with id {media_id!r}") from None
 
@@ -53,9 +57,10 @@ def image_prompt(
     messages: list[ChatMessage],
     settings: Any,
     media: MediaStore | None,
+    tenant_id: str | None = None,
 ) -> tuple[TokenSequence, dict[str, ImageChunk]]:
     """The prompt of a chat with images: media chunks where the images are."""
-    images = load_images(messages, settings, media)
+    images = load_images(messages, settings, media, tenant_id)
     text = prompter.render([m.for_template(vision.marker) for m in messages])
     if text.count(vision.marker) != len(images):
         raise RequestError(

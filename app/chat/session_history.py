@@ -62,7 +62,11 @@ def history(session: SessionRecord, content: str | list[dict[str, Any]]) -> Hist
 
 
 async def history_prompt(
-    h: History, prompter: Prompter, vision: Vision | None, settings: Any, media: MediaStore | None
+    h: History,
+    prompter: Prompter,
+    vision: Vision | None,
+    settings: Any,
+    media: MediaStore | None,
 ) -> tuple[TokenSequence, dict[str, ImageChunk]]:
     """Runs in a worker thread: the template is rendered once per stored reply, images decoded."""
     if not h.has_images:
@@ -72,6 +76,20 @@ async def history_prompt(
     if vision is None:
         raise no_projector("content")
     return await asyncio.to_thread(image_prompt, prompter, vision, h.messages, settings, media)
+
+
+def visible_uploads(content: list[dict[str, Any]], media: MediaStore, tenant_id: str) -> None:
+    """RequestError unless every uploaded image the message names is one the tenant may use
+    (another tenant's id reads as unknown). Worker thread."""
+    for part in content:
+        if part.get("type") == "image_file":
+            file_id = part["image_file"]["file_id"]
+            try:
+                media.get(file_id, tenant_id)
+            except KeyError:
+                raise RequestError(
+                    f"no uploaded media with id {file_id!r}", param="content"
+                ) from None
 
 
 def store_images(content: list[dict[str, Any]], media: MediaStore, settings: Any) -> list[dict]:

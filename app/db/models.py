@@ -12,6 +12,7 @@ from typing import Any
 from sqlalchemy import (
     JSON,
     BigInteger,
+    Boolean,
     CheckConstraint,
     DateTime,
     Dialect,
@@ -86,6 +87,8 @@ class Conversation(Base):
     __tablename__ = "conversations"
 
     id: Mapped[str] = mapped_column(String(64), primary_key=True)  # uuid4().hex
+    # The tenant that owns it (its API key's); "" on a server without keys.
+    tenant_id: Mapped[str] = mapped_column(String(64), default="", server_default="", index=True)
     title: Mapped[str | None] = mapped_column(Text)
     system_prompt: Mapped[str | None] = mapped_column(Text)
     sampling: Mapped[dict[str, Any]] = mapped_column(Json, default=dict)
@@ -143,6 +146,47 @@ class MediaAsset(Base):
     size: Mapped[int] = mapped_column(BigInteger)  # bytes
     location: Mapped[str] = mapped_column(Text)  # storage path of the file
     created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
+
+
+class MediaOwner(Base):
+    """A tenant's upload of a media file (POST /v1/media): the file is visible to the tenants
+    that uploaded it or whose messages use it, and kept while any of them does."""
+
+    __tablename__ = "media_owners"
+
+    tenant_id: Mapped[str] = mapped_column(String(64), primary_key=True)
+    media_id: Mapped[str] = mapped_column(
+        String(64), ForeignKey("media_assets.id", ondelete="CASCADE"), primary_key=True
+    )
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
+
+
+class MessageMedia(Base):
+    """A message's use of a media file: media are reference-counted from messages, so deleting
+    a session frees the files nothing else uses."""
+
+    __tablename__ = "message_media"
+
+    message_id: Mapped[int] = mapped_column(
+        Integer, ForeignKey("messages.id", ondelete="CASCADE"), primary_key=True
+    )
+    media_id: Mapped[str] = mapped_column(
+        String(64), ForeignKey("media_assets.id", ondelete="CASCADE"), primary_key=True, index=True
+    )
+
+
+class ApiKey(Base):
+    """An API key of a tenant; only the sha256 of the key is stored, never the key."""
+
+    __tablename__ = "api_keys"
+
+    id: Mapped[str] = mapped_column(String(32), primary_key=True)  # "key-" + 12 hex digits
+    name: Mapped[str] = mapped_column(String(200))
+    tenant_id: Mapped[str] = mapped_column(String(64))
+    key_hash: Mapped[str] = mapped_column(String(64), unique=True)
+    admin: Mapped[bool] = mapped_column(Boolean, default=False)
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
+    revoked_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
 
 
 def media_id(sha256: str) -> str:

@@ -13,6 +13,7 @@ from uuid import uuid4
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
+from app.db.media_rows import link_media
 from app.db.models import Conversation, Message, utcnow
 from app.db.records import SessionRecord, message_record, message_values, session_record
 
@@ -66,6 +67,7 @@ class SessionEdits:
             now = utcnow()
             conv = Conversation(
                 id=uuid4().hex,
+                tenant_id=src.tenant_id,  # a branch belongs to whoever owns the source
                 title=title if title is not None else src.title,
                 system_prompt=src.system_prompt,
                 sampling=dict(src.sampling or {}),
@@ -76,6 +78,8 @@ class SessionEdits:
             copies = [_copy(m, conv.id) for m in _messages(s, session_id, before_seq)]
             s.add_all(copies)
             s.flush()
+            for m in copies:  # the branch uses the same images: they count as used by it too
+                link_media(s, m)
             return session_record(conv, len(copies), [message_record(m) for m in copies])
 
 

@@ -6,7 +6,6 @@ transaction, so a crash or `kill -9` at any point leaves either all of a change 
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -15,15 +14,21 @@ from uuid import uuid4
 
 from sqlalchemy import Engine, create_engine, delete, event, func, select
 from sqlalchemy.engine import URL, make_url
-from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
-from app.db.models import ROLES, STATUSES, Conversation, MediaAsset, Message, media_id, utcnow
+from app.db.media_rows import MediaRows, check_text, link_media
+from app.db.models import (
+    ROLES,
+    STATUSES,
+    Conversation,
+    Message,
+    MessageMedia,
+    utcnow,
+)
 from app.db.records import (
     MediaRecord,
     MessageRecord,
     SessionRecord,
-    media_record,
     message_record,
     session_record,
 )
@@ -31,7 +36,6 @@ from app.db.session_edits import SessionEdits
 
 # Execution option asking the SQLite engine for BEGIN IMMEDIATE (see make_engine).
 WRITE_OPTION = "kvchat_write"
-_SHA256 = re.compile(r"[0-9a-f]{64}")
 
 
 def normalize_url(url: str | URL) -> URL:
@@ -83,12 +87,6 @@ def _check_choice(name: str, value: str, allowed: Iterable[str]) -> None:
         raise ValueError(f"{name} must be one of {', '.join(allowed)}, not {value!r}")
 
 
-def _check_text(name: str, value: str | None) -> None:
-    # PostgreSQL text cannot hold NUL; refuse it on every backend so both behave alike.
-    if value is not None and (not isinstance(value, str) or "\x00" in value):
-        raise ValueError(f"{name} must be a string without NUL characters")
-
-
 def _check_content(content: Any) -> None:
     if isinstance(content, str):
         return
@@ -104,7 +102,7 @@ def _check_ints(name: str, value: list[int] | None) -> None:
         raise ValueError(f"{name} must be a list of integers")
 
 
-class Store(SessionEdits):
+class Store(SessionEdits, MediaRows):
     def __init__(self, url: str) -> None:
         self.url = url
         self.engine = make_engine(url)
@@ -133,19 +131,21 @@ class Store(SessionEdits):
         sampling: dict[str, Any] | None = None,
         title: str | None = None,
         messages: list[tuple[str, str | list[dict[str, Any]]]] | None = None,
+        tenant_id: str = "",
     ) -> SessionRecord:
         """`messages`: (role, content) pairs of an imported conversation, stored as complete
         turns (without reply token ids: their next prompt is tokenized from the text)."""
-        _check_text("system_prompt", system_prompt)
+        check_text("system_prompt", system_prompt)
         for role, content in messages or []:
             _check_choice("role", role, ROLES)
             _check_content(content)
-        _check_text("title", title)
+        check_text("title", title)
         if sampling is not None and not isinstance(sampling, dict):
             raise ValueError("sampling must be an object")
         now = utcnow()
         conv = Conversation(
             id=uuid4().hex,
+            tenant_id=tenant_id,
             title=title,
             system_prompt=system_prompt,
             sampling=dict(sampling or {}),
@@ -163,10 +163,15 @@ class Store(SessionEdits):
             s.flush()  # the conversation row first: the messages refer to it
             s.add_all(rows)
             s.flush()
+            for row in rows:  # imported images: only uploads this tenant can already see
+                link_media(s, row, tenant_id)
             return session_record(conv, len(rows), [message_record(m) for m in rows])
 
-    def list_sessions(self, limit: int = 100, offset: int = 0) -> list[SessionRecord]:
-        """Newest activity first; messages are not loaded (n_messages is)."""
+    def list_sessions(
+        self, limit: int = 100, offset: int = 0, tenant_id: str | None = None
+    ) -> list[SessionRecord]:
+        """Newest activity first; messages are not loaded (n_messages is). tenant_id: only
+        that tenant's (None: everyone's)."""
         if limit < 0 or offset < 0:
             raise ValueError("limit and offset must be >= 0")
         n_messages = (
@@ -181,13 +186,18 @@ class Store(SessionEdits):
             .limit(limit)
             .offset(offset)
         )
+        if tenant_id is not None:
+            query = query.where(Conversation.tenant_id == tenant_id)
         with self._tx() as s:
             return [session_record(c, n) for c, n in s.execute(query).all()]
 
-    def get_session(self, session_id: str, with_messages: bool = True) -> SessionRecord | None:
+    def get_session(
+        self, session_id: str, with_messages: bool = True, tenant_id: str | None = None
+    ) -> SessionRecord | None:
+        """None if it does not exist or belongs to another tenant (tenant_id None: any)."""
         with self._tx() as s:
             conv = s.get(Conversation, session_id)
-            if conv is None:
+            if conv is None or (tenant_id is not None and conv.tenant_id != tenant_id):
                 return None
             if not with_messages:
                 count = select(func.count(Message.id)).where(Message.session_id == session_id)
@@ -196,11 +206,27 @@ class Store(SessionEdits):
             messages = [message_record(m) for m in s.scalars(query)]
             return session_record(conv, len(messages), messages)
 
-    def delete_session(self, session_id: str) -> bool:
+    def delete_session(self, session_id: str, tenant_id: str | None = None) -> bool:
         """True if it existed. Its messages go with it (ON DELETE CASCADE)."""
+        return self.delete_session_and_media(session_id, tenant_id)[0]
+
+    def delete_session_and_media(
+        self, session_id: str, tenant_id: str | None = None
+    ) -> tuple[bool, list[MediaRecord]]:
+        """Delete a session (of tenant_id, unless None) and the media rows that only its
+        messages used; returns whether it existed and the freed media (their files are the
+        caller's to remove)."""
+        owned = Conversation.id == session_id
+        if tenant_id is not None:
+            owned = owned & (Conversation.tenant_id == tenant_id)
         with self._tx(write=True) as s:
-            result = s.execute(delete(Conversation).where(Conversation.id == session_id))
-            return result.rowcount == 1
+            used = (
+                select(MessageMedia.media_id).join(Message).where(Message.session_id == session_id)
+            )
+            candidates = set(s.scalars(used))
+            if s.execute(delete(Conversation).where(owned)).rowcount != 1:
+                return False, []
+            return True, self._free_unused(s, candidates)
 
     # --- messages -----------------------------------------------------------------------
 
@@ -232,8 +258,8 @@ class Store(SessionEdits):
         _check_choice("status", status, STATUSES)
         _check_content(content)
         _check_ints("token_ids", token_ids)
-        _check_text("finish_reason", finish_reason)
-        _check_text("error", error)
+        check_text("finish_reason", finish_reason)
+        check_text("error", error)
         if timings is not None and not isinstance(timings, dict):
             raise ValueError("timings must be an object")
         with self._tx(write=True) as s:
@@ -270,49 +296,5 @@ class Store(SessionEdits):
             s.add(message)
             conv.updated_at = now
             s.flush()  # assigns message.id
+            link_media(s, message)  # the media it uses, reference-counted
             return message_record(message)
-
-    # --- media --------------------------------------------------------------------------
-
-    def add_media(self, sha256: str, mime_type: str, size: int, location: str) -> MediaRecord:
-        """Record a stored file; the same sha256 again returns the first record unchanged."""
-        sha256 = sha256.lower()
-        if not _SHA256.fullmatch(sha256):
-            raise ValueError("sha256 must be 64 hex digits")
-        if size < 0:
-            raise ValueError("size must be >= 0")
-        _check_text("mime_type", mime_type)
-        _check_text("location", location)
-        try:
-            with self._tx(write=True) as s:
-                found = s.scalar(select(MediaAsset).where(MediaAsset.sha256 == sha256))
-                if found is not None:
-                    return media_record(found)
-                asset = MediaAsset(
-                    id=media_id(sha256),
-                    sha256=sha256,
-                    mime_type=mime_type,
-                    size=size,
-                    location=location,
-                    created_at=utcnow(),
-                )
-                s.add(asset)
-                s.flush()
-                return media_record(asset)
-        except IntegrityError:
-            # PostgreSQL: another transaction inserted the same file between our SELECT and
-            # INSERT. Its record is the one to return.
-            found_record = self.get_media_by_sha256(sha256)
-            if found_record is None:
-                raise
-            return found_record
-
-    def get_media(self, media_id: str) -> MediaRecord | None:
-        with self._tx() as s:
-            asset = s.get(MediaAsset, media_id)
-            return None if asset is None else media_record(asset)
-
-    def get_media_by_sha256(self, sha256: str) -> MediaRecord | None:
-        with self._tx() as s:
-            asset = s.scalar(select(MediaAsset).where(MediaAsset.sha256 == sha256.lower()))
-            return None if asset is None else media_record(asset)

@@ -129,9 +129,23 @@ class Engine:
 
     # --- submission (any thread) ----------------------------------------------------------------
 
+    @property
+    def n_ctx_request(self) -> int:
+        """KV cells one request may use, prompt and reply (llama-server's per-slot n_ctx)."""
+        share = self.config.n_ctx_request or self.model.n_ctx // len(self.scheduler.slots)
+        return max(1, min(share, self.model.n_ctx))
+
     def validate(self, request: GenerationRequest) -> None:
+        """Check a request and apply the server's limits to it (-n: default and cap)."""
+        cap = self.config.n_predict
+        if cap > 0:
+            request.max_tokens = min(request.max_tokens or cap, cap)
         request.check(
-            self.model.n_ctx, self.model.n_vocab, len(self.scheduler.slots), self.vision is not None
+            self.n_ctx_request,
+            self.model.n_vocab,
+            len(self.scheduler.slots),
+            self.vision is not None,
+            self.model.n_ctx,
         )
 
     def submit(self, request: GenerationRequest, sink: Sink) -> Task:
@@ -278,8 +292,14 @@ class Engine:
 
     def _admit(self, task: Task, slot: Slot) -> None:
         prompt = task.request.prompt
+        try:
+            sampler = Sampler(
+                task.request.sampling, self.model.n_vocab, self.model.n_ctx, self.model.vocab
+            )
+        except ValueError as e:  # a grammar llama.cpp could not parse: nothing changed yet
+            task.fail(str(e), status=400, code="invalid_request_error")
+            return
         n_cached, source = self.reuse.prepare(task, slot)
-        sampler = Sampler(task.request.sampling, self.model.n_vocab, self.model.n_ctx)
         sampler.accept_prompt(prompt.text_tokens(0, len(prompt)) if not prompt.has_media else [])
         slot.documents |= task.request.documents  # the KV now holds (or will hold) its chunks
         task.start(slot.id, n_cached, sampler, source)
@@ -325,13 +345,13 @@ class Engine:
         self._sample(planned)
 
     def _sample(self, planned: list[Planned]) -> None:
-        n_ctx = self.model.n_ctx
+        n_ctx, n_request = self.model.n_ctx, self.n_ctx_request
         for p in planned:
             task = p.task
             if task is None or p.row is None or task.done:
                 continue
             token = task.sampler.sample(self.model.ctx, p.row)
-            room_left = n_ctx - p.slot.cache.n_pos - 1
+            room_left = min(n_ctx, n_request) - p.slot.cache.n_pos - 1
             piece = self.model.token_to_piece(token)
             n_top = task.request.logprobs
             logprob = self.model.logprob(p.row, token, n_top) if n_top is not None else None

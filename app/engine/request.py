@@ -33,30 +33,41 @@ class GenerationRequest:
     # Ids of the documents whose chunks the prompt holds (RAG): the KV built from it carries
     # them into every cache tier, so deleting a document can drop all of it.
     documents: frozenset[str] = frozenset()
+    # The request field errors about the prompt name: "messages" (chat), "prompt", "content".
+    prompt_param: str = "messages"
 
-    def check(self, n_ctx: int, n_vocab: int, n_slots: int, vision: bool = False) -> None:
-        """Raise RequestError for what this server cannot serve (nothing is queued then)."""
+    def check(
+        self,
+        n_ctx: int,
+        n_vocab: int,
+        n_slots: int,
+        vision: bool = False,
+        n_ctx_total: int | None = None,
+    ) -> None:
+        """Raise RequestError for what this server cannot serve (nothing is queued then).
+        n_ctx: the KV cells one request may use; n_ctx_total: the whole context's."""
         prompt = self.prompt
         if len(prompt) == 0:
-            raise RequestError("the prompt is empty", param="prompt")
+            raise RequestError("the prompt is empty", param=self.prompt_param)
         if prompt.has_media:
             if not vision:
-                raise no_projector("messages")
+                raise no_projector(self.prompt_param)
             if any(chunk.id not in self.images for _, chunk in prompt.media()):
-                raise RequestError("an image of the prompt was not given", param="messages")
+                raise RequestError("an image of the prompt was not given", param=self.prompt_param)
             if prompt.chunk_containing(len(prompt) - 1) is not None:
-                raise RequestError("the prompt must not end with an image", param="messages")
-        try:
-            prompt.validate(n_vocab)
-        except ValueError as e:
-            raise RequestError(f"invalid prompt tokens: {e}", param="prompt") from e
+                raise RequestError("the prompt must not end with an image", param=self.prompt_param)
+        # Length first: a huge prompt is refused without walking its tokens.
         if len(prompt) >= n_ctx:
             raise RequestError(
                 f"the request exceeds the available context size: the prompt has {len(prompt)} "
-                f"tokens and the context has {n_ctx}",
-                param="messages",
+                f"tokens and a request may use {n_ctx} of the context's {n_ctx_total or n_ctx}",
+                param=self.prompt_param,
                 code="exceed_context_size_error",
             )
+        try:
+            prompt.validate(n_vocab)
+        except ValueError as e:
+            raise RequestError(f"invalid prompt tokens: {e}", param=self.prompt_param) from e
         if self.id_slot is not None and not 0 <= self.id_slot < n_slots:
             raise RequestError(
                 f"id_slot {self.id_slot} does not exist: this server has slots 0..{n_slots - 1}",

@@ -24,6 +24,8 @@ class SamplingParams:
     repeat_last_n: int = 64
     frequency_penalty: float = 0.0
     presence_penalty: float = 0.0
+    # GBNF grammar the reply must follow (response_format), as llama-server's grammar sampler.
+    grammar: str | None = None
 
     @property
     def greedy(self) -> bool:
@@ -41,7 +43,13 @@ class SamplingParams:
 class Sampler:
     """Owns one llama_sampler chain; `close()` frees it (the engine does when a request ends)."""
 
-    def __init__(self, params: SamplingParams, n_vocab: int, n_ctx: int) -> None:
+    def __init__(
+        self,
+        params: SamplingParams,
+        n_vocab: int,
+        n_ctx: int,
+        vocab: llama_cpp.llama_vocab_p | None = None,
+    ) -> None:
         # llama.cpp allocates the penalty window up front: an unbounded request value would ask
         # for gigabytes inside the engine thread. -1 means the whole context, as in llama-server.
         last_n = n_ctx if params.repeat_last_n < 0 else min(params.repeat_last_n, n_ctx)
@@ -49,6 +57,13 @@ class Sampler:
         self._last_n = last_n
         chain = llama_cpp.llama_sampler_chain_init(llama_cpp.llama_sampler_chain_default_params())
         add = llama_cpp.llama_sampler_chain_add
+        if params.grammar:
+            # First in the chain: tokens the grammar forbids are out before any other sampler.
+            grammar = llama_cpp.llama_sampler_init_grammar(vocab, params.grammar.encode(), b"root")
+            if not grammar:
+                llama_cpp.llama_sampler_free(chain)
+                raise ValueError("the grammar of response_format could not be parsed")
+            add(chain, grammar)
         if params.has_penalties:
             add(
                 chain,

@@ -73,9 +73,12 @@ class MediaStore:
         self.root = Path(root)
         self.store = store
 
-    def save(self, data: bytes, limits: ImageLimits = DEFAULT_LIMITS) -> MediaRecord:
+    def save(
+        self, data: bytes, limits: ImageLimits = DEFAULT_LIMITS, owner: str | None = None
+    ) -> MediaRecord:
         """Store an image (ImageError if it is not one this server takes); the same bytes
-        again give the same record and the same single file."""
+        again give the same record and the same single file. owner: the uploading tenant
+        (None: kept only while a message uses it)."""
         decoded = decode_image(data, limits)  # validate before anything is written
         sha = hashlib.sha256(data).hexdigest()
         rel = f"{sha[:2]}/{sha}{EXTENSIONS[decoded.mime_type]}"
@@ -84,22 +87,23 @@ class MediaStore:
         # so uploading the bytes again is how a corrupt file is repaired.
         if not (path.is_file() and _sha256_of(path) == sha):
             _write_atomic(path, data)
-        return self.store.add_media(sha, decoded.mime_type, len(data), rel)
+        return self.store.add_media(sha, decoded.mime_type, len(data), rel, owner)
 
-    def get(self, media_id: str) -> MediaRecord:
-        """The record of a media id; KeyError if malformed or unknown."""
+    def get(self, media_id: str, tenant_id: str | None = None) -> MediaRecord:
+        """The record of a media id; KeyError if malformed, unknown, or not visible to
+        tenant_id (unless None)."""
         # A malformed id can never be in the table: no need to ask the database.
         if not isinstance(media_id, str) or not MEDIA_ID.fullmatch(media_id):
             raise KeyError(media_id)
-        record = self.store.get_media(media_id)
+        record = self.store.get_media(media_id, tenant_id)
         if record is None:
             raise KeyError(media_id)
         return record
 
-    def read(self, media_id: str) -> StoredMedia:
+    def read(self, media_id: str, tenant_id: str | None = None) -> StoredMedia:
         """Record and verified bytes; KeyError if unknown, MediaFileError if the file is
         missing or does not match its recorded sha256."""
-        record = self.get(media_id)
+        record = self.get(media_id, tenant_id)
         path = self._path(record)
         try:
             data = path.read_bytes()
@@ -114,8 +118,23 @@ class MediaStore:
             )
         return StoredMedia(record, data)
 
-    def load(self, media_id: str) -> bytes:
-        return self.read(media_id).data
+    def load(self, media_id: str, tenant_id: str | None = None) -> bytes:
+        return self.read(media_id, tenant_id).data
+
+    def release(self, media_id: str, tenant_id: str) -> bool:
+        """The tenant deletes its upload; the file goes when nothing uses it any more.
+        False if the tenant cannot see it."""
+        if not MEDIA_ID.fullmatch(media_id):
+            return False
+        seen, freed = self.store.release_media(media_id, tenant_id)
+        self.remove_files([freed] if freed is not None else [])
+        return seen
+
+    def remove_files(self, freed: list[MediaRecord]) -> None:
+        """Delete the files of media rows the store has freed."""
+        for record in freed:
+            with suppress(OSError, MediaFileError):
+                self._path(record).unlink(missing_ok=True)
 
     def _path(self, record: MediaRecord) -> Path:
         # The location comes from our own table, but a row edited by hand must still not make

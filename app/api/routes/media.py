@@ -9,6 +9,8 @@ from typing import Any
 from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse, Response
 
+from app.api.auth import tenant_of
+from app.api.errors import openapi_links
 from app.api.media_upload import FILE_FIELD, read_upload
 from app.api.services import Services, ServicesDep
 from app.db.records import MediaRecord
@@ -50,12 +52,43 @@ def _gone(e: MediaFileError) -> RequestError:
     return RequestError(str(e), param="media_id", code="media_file_gone", status=410)
 
 
-def _save(media: MediaStore, data: bytes, services: Services) -> dict[str, Any]:
-    record = media.save(data, image_limits(services.settings))
+def _save(media: MediaStore, data: bytes, services: Services, owner: str) -> dict[str, Any]:
+    record = media.save(data, image_limits(services.settings), owner)
     return media_json(record, image_size(data))
 
 
-@router.post("", status_code=201)
+IMAGE_CONTENT = {t: {} for t in ("image/png", "image/jpeg", "image/webp", "image/gif")}
+# The body is read as it streams (app/api/media_upload.py), so it is described here by hand.
+UPLOAD_BODY = {
+    "requestBody": {
+        "required": True,
+        "content": {
+            **{t: {"schema": {"type": "string", "format": "binary"}} for t in IMAGE_CONTENT},
+            "multipart/form-data": {
+                "schema": {
+                    "type": "object",
+                    "properties": {"file": {"type": "string", "format": "binary"}},
+                    "required": ["file"],
+                }
+            },
+        },
+    }
+}
+
+
+MEDIA_LINKS = openapi_links(
+    "media_id",
+    {
+        "GetMedia": "get_media_v1_media__media_id__get",
+        "GetMediaContent": "get_media_content_v1_media__media_id__content_get",
+        "DeleteMedia": "delete_media_v1_media__media_id__delete",
+    },
+)
+
+
+@router.post(
+    "", status_code=201, openapi_extra=UPLOAD_BODY, responses={201: {"links": MEDIA_LINKS}}
+)
 async def upload_media(request: Request, services: ServicesDep) -> JSONResponse:
     media = _media(services)
     limit = image_limits(services.settings).max_bytes
@@ -67,20 +100,21 @@ async def upload_media(request: Request, services: ServicesDep) -> JSONResponse:
     )
     try:
         # Decoding, hashing and the file write block: off the event loop.
-        body = await asyncio.to_thread(_save, media, data, services)
+        body = await asyncio.to_thread(_save, media, data, services, tenant_of(request))
     except ImageError as e:
         raise RequestError(str(e), param=FILE_FIELD, code="invalid_image") from None
     return JSONResponse(body, status_code=201)
 
 
-def _read(media: MediaStore, media_id: str) -> tuple[MediaRecord, bytes]:
-    stored = media.read(media_id)
+def _read(media: MediaStore, media_id: str, tenant: str) -> tuple[MediaRecord, bytes]:
+    stored = media.read(media_id, tenant)
     return stored.record, stored.data
 
 
-async def _load(services: Services, media_id: str) -> tuple[MediaRecord, bytes]:
+async def _load(services: Services, media_id: str, tenant: str) -> tuple[MediaRecord, bytes]:
+    # Another tenant's media is "not found", never "forbidden": its existence is not told.
     try:
-        return await asyncio.to_thread(_read, _media(services), media_id)
+        return await asyncio.to_thread(_read, _media(services), media_id, tenant)
     except KeyError:
         raise _not_found(media_id) from None
     except MediaFileError as e:
@@ -88,19 +122,29 @@ async def _load(services: Services, media_id: str) -> tuple[MediaRecord, bytes]:
 
 
 @router.get("/{media_id}")
-async def get_media(media_id: str, services: ServicesDep) -> dict[str, Any]:
+async def get_media(media_id: str, request: Request, services: ServicesDep) -> dict[str, Any]:
     # The file is read (and its hash checked) so the answer says whether it can still be used,
     # and the size is taken from it: the table has no width or height columns.
-    record, data = await _load(services, media_id)
+    record, data = await _load(services, media_id, tenant_of(request))
     return media_json(record, await asyncio.to_thread(image_size, data))
 
 
-@router.get("/{media_id}/content")
-async def get_media_content(media_id: str, services: ServicesDep) -> Response:
-    record, data = await _load(services, media_id)
+@router.get("/{media_id}/content", responses={200: {"content": IMAGE_CONTENT}})
+async def get_media_content(media_id: str, request: Request, services: ServicesDep) -> Response:
+    record, data = await _load(services, media_id, tenant_of(request))
     headers = {
         "ETag": f'"{record.sha256}"',
         # Content-addressed: the bytes behind an id never change.
-        "Cache-Control": "public, max-age=31536000, immutable",
+        "Cache-Control": "private, max-age=31536000, immutable",
     }
     return Response(data, media_type=record.mime_type, headers=headers)
+
+
+@router.delete("/{media_id}")
+async def delete_media(media_id: str, request: Request, services: ServicesDep) -> dict[str, Any]:
+    """The caller's upload goes; the file itself when no message of any session uses it and
+    no other tenant uploaded it too."""
+    media = _media(services)
+    if not await asyncio.to_thread(media.release, media_id, tenant_of(request)):
+        raise _not_found(media_id)
+    return {"id": media_id, "object": "media.deleted", "deleted": True}

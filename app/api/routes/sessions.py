@@ -16,6 +16,8 @@ from typing import Any
 from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse
 
+from app.api.auth import cache_salt, tenant_of
+from app.api.errors import STREAMING, openapi_links
 from app.api.responder import Reply, respond
 from app.api.responses import ChatShape
 from app.api.routes.documents import rag_sources, with_citations
@@ -27,7 +29,8 @@ from app.api.schemas import (
     UpdateSessionRequest,
 )
 from app.api.services import Services, ServicesDep
-from app.chat.session_history import history, history_prompt, store_images
+from app.api.structured_output import finish_request, refuse_unsupported
+from app.chat.session_history import history, history_prompt, store_images, visible_uploads
 from app.chat.turn import TurnResult
 from app.db.records import MessageRecord, SessionRecord
 from app.db.session_edits import UNCHANGED
@@ -102,48 +105,77 @@ def _not_found(session_id: str) -> RequestError:
     )
 
 
-async def _load(services: Services, session_id: str) -> SessionRecord:
+async def _load(services: Services, session_id: str, tenant: str) -> SessionRecord:
+    """The tenant's session; another tenant's is "not found", never "forbidden"."""
     if not _SESSION_ID.fullmatch(session_id):  # never a valid id: no need to ask the database
         raise _not_found(session_id)
-    session = await asyncio.to_thread(services.store.get_session, session_id)
+    session = await asyncio.to_thread(services.store.get_session, session_id, True, tenant)
     if session is None:
         raise _not_found(session_id)
     return session
 
 
-@router.post("", status_code=201)
-async def create_session(body: CreateSessionRequest, services: ServicesDep):
+SESSION_LINKS = openapi_links(
+    "session_id",
+    {
+        "GetSession": "get_session_v1_sessions__session_id__get",
+        "AddMessage": "add_message_v1_sessions__session_id__messages_post",
+        "DeleteSession": "delete_session_v1_sessions__session_id__delete",
+    },
+)
+
+
+@router.post("", status_code=201, responses={201: {"links": SESSION_LINKS}})
+async def create_session(body: CreateSessionRequest, http: Request, services: ServicesDep):
     imported = [(m.role, m.model_dump()["content"]) for m in body.messages]
     s = await asyncio.to_thread(
-        services.store.create_session, body.system_prompt, body.sampling, body.title, imported
+        services.store.create_session,
+        body.system_prompt,
+        body.sampling,
+        body.title,
+        imported,
+        tenant_of(http),
     )
     return JSONResponse(_session_json(s, with_messages=True), status_code=201)
 
 
 @router.get("")
-async def list_sessions(services: ServicesDep, limit: int = 100, offset: int = 0):
-    if not (1 <= limit <= 1000 and offset >= 0):
-        raise RequestError("limit must be 1..1000 and offset >= 0", param="limit")
-    found = await asyncio.to_thread(services.store.list_sessions, limit, offset)
+async def list_sessions(http: Request, services: ServicesDep, limit: int = 100, offset: int = 0):
+    if not 1 <= limit <= 1000:
+        raise RequestError("limit must be between 1 and 1000", param="limit")
+    if offset < 0:
+        raise RequestError("offset must be 0 or more", param="offset")
+    store = services.store
+    found = await asyncio.to_thread(store.list_sessions, limit, offset, tenant_of(http))
     return {"object": "list", "data": [_session_json(s, with_messages=False) for s in found]}
 
 
 @router.get("/{session_id}")
-async def get_session(session_id: str, services: ServicesDep):
-    return _session_json(await _load(services, session_id), with_messages=True)
+async def get_session(session_id: str, http: Request, services: ServicesDep):
+    return _session_json(await _load(services, session_id, tenant_of(http)), with_messages=True)
 
 
 @router.delete("/{session_id}")
-async def delete_session(session_id: str, services: ServicesDep):
-    exists = _SESSION_ID.fullmatch(session_id) is not None
-    if not exists or not await asyncio.to_thread(services.store.delete_session, session_id):
+async def delete_session(session_id: str, http: Request, services: ServicesDep):
+    """The session, its messages, and the media that nothing else uses any more."""
+    if _SESSION_ID.fullmatch(session_id) is None:
         raise _not_found(session_id)
+    store, media = services.store, services.media
+    found, freed = await asyncio.to_thread(
+        store.delete_session_and_media, session_id, tenant_of(http)
+    )
+    if not found:
+        raise _not_found(session_id)
+    if freed and media is not None:
+        await asyncio.to_thread(media.remove_files, freed)
     return {"id": session_id, "object": "session.deleted", "deleted": True}
 
 
 @router.patch("/{session_id}")
-async def update_session(session_id: str, body: UpdateSessionRequest, services: ServicesDep):
-    await _load(services, session_id)  # 404 for an id that cannot exist
+async def update_session(
+    session_id: str, body: UpdateSessionRequest, http: Request, services: ServicesDep
+):
+    await _load(services, session_id, tenant_of(http))  # 404: no such session of this tenant
     sent = body.model_fields_set
     changes = {
         k: getattr(body, k) if k in sent else UNCHANGED for k in UpdateSessionRequest.model_fields
@@ -162,11 +194,13 @@ def _context_tokens(m: MessageRecord) -> int:
 
 
 @router.post("/{session_id}/fork", status_code=201)
-async def fork_session(session_id: str, body: ForkSessionRequest, services: ServicesDep):
+async def fork_session(
+    session_id: str, body: ForkSessionRequest, http: Request, services: ServicesDep
+):
     """A branch: a new session with the messages before `message_id` (then send the edited text
     as its next message). `cache` says how much of the source's cached context the branch keeps
     (the prefix up to the fork point) and how much it gives up (everything after it)."""
-    source = await _load(services, session_id)
+    source = await _load(services, session_id, tenant_of(http))
     at = next((m for m in source.messages if m.id == body.message_id), None)
     if at is None:
         raise RequestError(
@@ -188,21 +222,21 @@ async def fork_session(session_id: str, body: ForkSessionRequest, services: Serv
     return JSONResponse(out, status_code=201)
 
 
-@router.post("/{session_id}/messages")
+@router.post("/{session_id}/messages", responses=STREAMING)
 async def add_message(
     session_id: str, body: SessionMessageRequest, http: Request, services: ServicesDep
 ):
-    session = await _load(services, session_id)
+    session = await _load(services, session_id, tenant_of(http))
     return await _turn(session, body, http, services)
 
 
-@router.post("/{session_id}/regenerate")
+@router.post("/{session_id}/regenerate", responses=STREAMING)
 async def regenerate(
     session_id: str, body: RegenerateRequest, http: Request, services: ServicesDep
 ):
     """Answer the last user message again: its turn (the message and its reply) is replaced by
     the new one in the same transaction as the message is stored again."""
-    session = await _load(services, session_id)
+    session = await _load(services, session_id, tenant_of(http))
     last = next((m for m in reversed(session.messages) if m.role == "user"), None)
     if last is None:
         raise RequestError("the session has no user message to answer", param="session_id")
@@ -221,6 +255,8 @@ async def _turn(
 ):
     """Store the user message (replacing the messages from `replace_from` on), generate the
     reply and store it when it ends."""
+    refuse_unsupported(body)
+    tenant = tenant_of(http)
     if not body.text() and not body.has_images():
         raise RequestError("the message is empty", param="content")
     # The session's defaults, then this request's own fields.
@@ -241,7 +277,11 @@ async def _turn(
     if body.has_images():
         if vision is None or services.media is None:
             raise no_projector("content")
-        content = await asyncio.to_thread(store_images, content, services.media, services.settings)
+        media = services.media
+        # Uploaded images the new message names must be the tenant's; inline ones are stored
+        # now. The stored history is the tenant's own session: its images need no check.
+        await asyncio.to_thread(visible_uploads, content, media, tenant)
+        content = await asyncio.to_thread(store_images, content, media, services.settings)
     turn = history(session, content)
     prompt, images = await history_prompt(
         turn, services.prompter, vision, services.settings, services.media
@@ -254,6 +294,7 @@ async def _turn(
         images=images,
         documents=documents,
     )
+    await finish_request(request, fields, cache_salt(http, fields.cache_salt), "content")
     services.engine.validate(request)  # bad input changes nothing: checked before storing
     services.engine.check_room()  # nor does a full queue (the common case; submit checks again)
     if session.id in services.busy_sessions:

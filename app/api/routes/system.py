@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import time
 from typing import TYPE_CHECKING, Annotated
 
 from fastapi import APIRouter, Body, Response
@@ -35,7 +36,23 @@ async def health(services: ServicesDep):
 
 @router.get("/slots")
 async def slots(services: ServicesDep):
-    return [dataclasses.asdict(s) for s in services.engine.slots()]
+    """llama-server's shapes; `session` only while that session exists, `last_used` in Unix
+    seconds (null: never used)."""
+    infos = [dataclasses.asdict(s) for s in services.engine.slots()]
+    named = {s["session"] for s in infos if s["session"] is not None}
+
+    def live() -> set[str]:
+        store = services.store
+        return {sid for sid in named if store.get_session(sid, with_messages=False) is not None}
+
+    alive = await asyncio.to_thread(live) if named else set()
+    now_wall, now_mono = time.time(), time.monotonic()
+    for s in infos:
+        if s["session"] not in alive:
+            s["session"] = None
+        used = s["last_used"]
+        s["last_used"] = round(now_wall - (now_mono - used), 3) if used > 0 else None
+    return infos
 
 
 @router.post("/slots/{id_slot}")
@@ -73,7 +90,7 @@ async def cache_reset(services: ServicesDep):
     return {"status": "ok"}
 
 
-@router.get("/metrics")
+@router.get("/metrics", responses={200: {"content": {"text/plain": {}}, "description": "Text"}})
 async def metrics(services: ServicesDep) -> Response:
     """Prometheus text exposition (kvchat_* counters, histograms and engine gauges)."""
     body, content_type = services.metrics.render()

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
+
 from fastapi import APIRouter
 from pydantic import BaseModel, Field
 
@@ -29,7 +31,10 @@ class ApplyTemplateRequest(BaseModel):
 @router.post("/tokenize")
 async def tokenize(body: TokenizeRequest, services: ServicesDep):
     model = services.engine.model
-    return {"tokens": model.tokenize(body.content, body.add_special, body.parse_special)}
+    tokens = await asyncio.to_thread(
+        model.tokenize, body.content, body.add_special, body.parse_special
+    )
+    return {"tokens": tokens}
 
 
 @router.post("/detokenize")
@@ -40,10 +45,10 @@ async def detokenize(body: DetokenizeRequest, services: ServicesDep):
         raise RequestError(
             f"token {bad[0]} is outside the vocabulary (0..{model.n_vocab - 1})", param="tokens"
         )
-    return {"content": model.detokenize(body.tokens)}
+    return {"content": await asyncio.to_thread(model.detokenize, body.tokens)}
 
 
 @router.post("/apply-template")
 async def apply_template(body: ApplyTemplateRequest, services: ServicesDep):
     messages = [m.for_template() for m in body.messages]
-    return {"prompt": services.prompter.render(messages)}
+    return {"prompt": await asyncio.to_thread(services.prompter.render, messages)}

@@ -9,17 +9,22 @@ from pathlib import Path
 from fastapi import FastAPI
 from fastapi.testclient import TestClient
 
-from app.api.ui_files import IMMUTABLE, mount_ui
+from app.api.errors import install_error_handlers
+from app.api.frontend import install_frontend
+from app.api.ui_files import IMMUTABLE
 
 
 def app_with_ui(directory: Path) -> tuple[FastAPI, bool]:
+    """As the server does it: the UI answers GETs that no route takes."""
     app = FastAPI()
+    install_error_handlers(app)
 
     @app.get("/health")
     def health() -> dict:
         return {"status": "ok"}
 
-    return app, mount_ui(app, directory)
+    install_frontend(app, directory)
+    return app, app.state.frontend is not None
 
 
 def test_index_is_revalidated_and_hashed_assets_are_immutable(tmp_path: Path):

@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -14,6 +15,8 @@ from app.db.models import Base
 from app.db.store import Store, make_engine
 
 ROOT = Path(__file__).resolve().parents[3]
+# This checkout's `app`, also where the venv's editable install points at another one.
+THIS_CHECKOUT = {**os.environ, "PYTHONPATH": str(ROOT)}
 TABLES = {
     "conversations",
     "messages",
@@ -22,6 +25,9 @@ TABLES = {
     "documents",
     "chunks",
     "chunk_tokens",
+    "api_keys",
+    "media_owners",
+    "message_media",
 }
 
 
@@ -38,14 +44,14 @@ def test_upgrade_creates_the_tables_and_a_second_upgrade_is_a_no_op(database_url
     assert current(database_url) is None
     upgrade(database_url)
     assert tables(database_url) == TABLES | {"alembic_version"}
-    assert current(database_url) == head() == "0002"
+    assert current(database_url) == head() == "0003"
 
     store = Store(database_url)
     sid = store.create_session().id
     store.add_message(sid, "user", "kept")
     store.migrate()  # what every server start does
     upgrade(database_url)
-    assert current(database_url) == "0002"
+    assert current(database_url) == head()
     assert [m.content for m in store.get_session(sid).messages] == ["kept"]
     store.close()
 
@@ -77,7 +83,7 @@ def test_upgrade_through_a_given_connection(database_url: str):
             upgrade(database_url, connection=conn)
     finally:
         engine.dispose()
-    assert current(database_url) == "0002"
+    assert current(database_url) == head()
     assert tables(database_url) == TABLES | {"alembic_version"}
 
 
@@ -86,11 +92,12 @@ def test_migrations_work_from_any_directory(tmp_path: Path):
     out = subprocess.run(
         [sys.executable, "-m", "app.db.migrate", url],
         cwd=tmp_path,
+        env=THIS_CHECKOUT,
         capture_output=True,
         text=True,
         check=True,
     )
-    assert "at revision 0002" in out.stdout
+    assert f"at revision {head()}" in out.stdout
     assert tables(url) == TABLES | {"alembic_version"}
 
 
@@ -100,7 +107,8 @@ def test_alembic_command_line_uses_the_repo_config(tmp_path: Path):
     subprocess.run(
         [str(alembic), "-c", str(ROOT / "alembic.ini"), "-x", f"url={url}", "upgrade", "head"],
         cwd=tmp_path,
+        env=THIS_CHECKOUT,
         capture_output=True,
         check=True,
     )
-    assert current(url) == "0002"
+    assert current(url) == head()

@@ -110,6 +110,7 @@ def test_requests_queue_fifo_when_slots_are_busy(engine: Engine):
 
     results = asyncio.run(all_of())
     assert [r[1].completion_tokens for r in results] == [6] * 5
+    # A slot is freed before its request's last event is sent (Task's invariant): no waiting.
     assert all(s.state == "idle" for s in engine.slots())
 
 
@@ -163,7 +164,12 @@ def test_bad_requests_are_refused_before_queueing(engine: Engine):
 
 
 def test_full_kv_stops_one_request_and_the_rest_complete(model_path: str):
-    small = Engine(EngineConfig(model_path=model_path, n_ctx=256, n_parallel=2, warmup=False))
+    # n_ctx_request: each request may use the whole KV (the default share, 128, would stop
+    # both before the KV is full).
+    config = EngineConfig(
+        model_path=model_path, n_ctx=256, n_parallel=2, n_ctx_request=256, warmup=False
+    )
+    small = Engine(config)
     small.start()
     try:
         prompt = prompt_of(small, "Tell me everything.")
@@ -390,3 +396,26 @@ async def count_events(stream) -> int:  # noqa: ANN001
     async for _ in stream:
         n += 1
     return n
+
+
+def test_a_request_stops_at_its_share_of_the_kv_and_n_predict_caps_it(model_path: str):
+    config = EngineConfig(model_path=model_path, n_ctx=256, n_parallel=2, warmup=False)
+    small = Engine(config)
+    small.start()
+    try:
+        prompt = prompt_of(small, "Tell me everything.")
+        request = GenerationRequest(prompt.copy(), GREEDY, ignore_eos=True)
+        _, done = run(small, request)
+        assert done.finish_reason == "length"
+        assert len(prompt) + done.completion_tokens <= 256 // 2
+        with pytest.raises(RequestError, match="128"):
+            small.validate(GenerationRequest(TokenSequence([1] * 200)))
+        small.config.n_predict = 5
+        capped = GenerationRequest(prompt.copy(), GREEDY, max_tokens=50)
+        small.validate(capped)
+        assert capped.max_tokens == 5
+        default = GenerationRequest(prompt.copy(), GREEDY)
+        small.validate(default)
+        assert default.max_tokens == 5
+    finally:
+        small.stop()

@@ -138,17 +138,18 @@ def test_session_defaults_apply_and_a_request_overrides_them(server: ServerProce
 
 
 def test_chat_completions_keep_a_session_on_its_slot(server: ServerProcess):
+    sid = new_session(server)  # a chat names a session the server knows (unknown: 404)
     history = [{"role": "user", "content": "Name a planet."}]
     body = {"messages": history, "max_tokens": 8, "temperature": 0}
-    first = post(server, "/v1/chat/completions", body, headers={"X-Session-Id": "chat-42"}).json()
+    first = post(server, "/v1/chat/completions", body, headers={"X-Session-Id": sid}).json()
     slot = first["timings"]["id_slot"]
     slots = httpx.get(f"{server.base_url}/slots", timeout=30).json()
-    assert [s["session"] for s in slots if s["id"] == slot] == ["chat-42"]
+    assert [s["session"] for s in slots if s["id"] == slot] == [sid]
     history += [
         {"role": "assistant", "content": first["choices"][0]["message"]["content"]},
         {"role": "user", "content": "Another one."},
     ]
-    again = post(server, "/v1/chat/completions", {**body, "session_id": "chat-42"}).json()
+    again = post(server, "/v1/chat/completions", {**body, "session_id": sid}).json()
     assert again["timings"]["id_slot"] == slot
     # The whole first turn, reply included token for token, came from the KV.
     n = first["usage"]["prompt_tokens"] + first["usage"]["completion_tokens"]

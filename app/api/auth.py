@@ -1,0 +1,150 @@
+"""`Auth`: API keys, the caller's tenant, and a per-key bound on requests at once.
+
+With keys configured (`--api-key`, or keys made with `python -m app keys create`) every route
+but /health and the web UI's files needs `Authorization: Bearer KEY`; /metrics, /slots and
+/cache (and slot actions) need an admin key. Without any key the server is open, as before.
+
+Every request that passes gets `request.state.tenant_id` (the key's tenant; "" for the static
+key and the open server) and `request.state.cache_salt`, derived here from the tenant: every
+prefix-cache key includes it, and a client's `cache_salt` is appended to it, so a client can
+only subdivide its own tenant's cache, never reach another's (vLLM CVE-2025-46570).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import json
+import secrets
+import time
+from collections import Counter
+from dataclasses import dataclass
+
+from fastapi import Request
+from starlette.types import ASGIApp, Receive, Scope, Send
+
+from app.api.errors import error_body
+from app.api.frontend import API_PREFIXES
+from app.db.key_store import KeyStore
+
+ADMIN_PREFIXES = ("/metrics", "/slots", "/cache")
+# How long "are there any keys?" is remembered: a key created while the server runs closes
+# the open server within this time, without a database query per request.
+KEYS_RECHECK_S = 2.0
+
+
+@dataclass(slots=True)
+class Caller:
+    tenant_id: str
+    admin: bool
+    key_id: str | None  # None: the open server (no keys configured)
+
+
+def tenant_salt(tenant_id: str) -> str:
+    """The server's part of every cache key of a tenant (never sent by a client)."""
+    digest = hashlib.blake2b(f"tenant:{tenant_id}".encode(), digest_size=16).hexdigest()
+    return f"t{digest}/"
+
+
+def cache_salt(request: Request, client_salt: str = "") -> str:
+    """The salt of a request's cache keys: its tenant's, then the client's subdivision."""
+    base = getattr(request.state, "cache_salt", None)
+    return (base if base is not None else tenant_salt("")) + client_salt
+
+
+def tenant_of(request: Request) -> str:
+    return getattr(request.state, "tenant_id", "")
+
+
+class Auth:
+    def __init__(self, app: ASGIApp, static_key: str | None, max_per_key: int) -> None:
+        self.app = app
+        self.static_key = static_key
+        self.max_per_key = max_per_key
+        self.running: Counter[str] = Counter()  # key id -> requests in flight
+        self._keys_seen: tuple[float, bool] = (-KEYS_RECHECK_S, False)
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        services = getattr(scope["app"].state, "services", None) if "app" in scope else None
+        if scope["type"] != "http" or services is None or _public(scope):
+            await self.app(scope, receive, send)
+            return
+        caller = await self._caller(scope, services.keys)
+        if isinstance(caller, tuple):
+            await _answer(send, *caller)
+            return
+        if scope["path"].startswith(ADMIN_PREFIXES) and not caller.admin:
+            await _answer(send, 403, "this route needs an admin API key", "permission_denied")
+            return
+        state = scope.setdefault("state", {})
+        state["tenant_id"] = caller.tenant_id
+        state["cache_salt"] = tenant_salt(caller.tenant_id)
+        state["caller"] = caller
+        key = caller.key_id
+        if key is None or self.max_per_key <= 0:
+            await self.app(scope, receive, send)
+            return
+        if self.running[key] >= self.max_per_key:
+            message = (
+                f"this API key already has {self.max_per_key} requests running; wait for one to end"
+            )
+            await _answer(send, 429, message, "too_many_requests", {"Retry-After": "1"})
+            return
+        self.running[key] += 1
+        try:
+            await self.app(scope, receive, send)
+        finally:
+            self.running[key] -= 1
+            if self.running[key] <= 0:
+                del self.running[key]
+
+    async def _caller(self, scope: Scope, keys: KeyStore) -> Caller | tuple[int, str, str]:
+        token = _bearer(scope)
+        if not await self._keys_configured(keys):
+            return Caller("", admin=True, key_id=None)
+        if token is None:
+            return 401, "this server needs an API key: send Authorization: Bearer KEY", "no_key"
+        if self.static_key and secrets.compare_digest(token.encode(), self.static_key.encode()):
+            return Caller("", admin=True, key_id="static")
+        record = await asyncio.to_thread(keys.lookup, token)
+        if record is None:
+            return 401, "the API key is not valid (unknown or revoked)", "invalid_api_key"
+        return Caller(record.tenant_id, record.admin, record.id)
+
+    async def _keys_configured(self, keys: KeyStore) -> bool:
+        if self.static_key:
+            return True
+        checked, found = self._keys_seen
+        if time.monotonic() - checked >= KEYS_RECHECK_S:
+            found = await asyncio.to_thread(keys.any_live)
+            self._keys_seen = (time.monotonic(), found)
+        return found
+
+
+def _public(scope: Scope) -> bool:
+    """/health, and GETs outside the API (the web UI's files, the OpenAPI schema)."""
+    path = scope["path"]
+    if path == "/health":
+        return True
+    return scope["method"] in ("GET", "HEAD") and not path.startswith(API_PREFIXES)
+
+
+def _bearer(scope: Scope) -> str | None:
+    headers = dict(scope["headers"])
+    value = headers.get(b"authorization", b"").decode("latin-1").strip()
+    if value[:7].lower() == "bearer ":
+        return value[7:].strip() or None
+    api_key = headers.get(b"x-api-key", b"").decode("latin-1").strip()  # llama-server's too
+    return api_key or None
+
+
+async def _answer(
+    send: Send, status: int, message: str, code: str, headers: dict[str, str] | None = None
+) -> None:
+    body = json.dumps(error_body(message, status, code=code)).encode()
+    raw = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]
+    if status == 401:
+        raw.append((b"www-authenticate", b"Bearer"))
+    raw += [(k.lower().encode(), v.encode()) for k, v in (headers or {}).items()]
+    await send({"type": "http.response.start", "status": status, "headers": raw})
+    await send({"type": "http.response.body", "body": body})

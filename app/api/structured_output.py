@@ -1,0 +1,67 @@
+"""What a request asks of the reply's form: response_format and grammar become a GBNF grammar
+for llama.cpp's grammar sampler (as llama-server does); tools are refused in plain words.
+
+llama-cpp-python's converter (`json_schema_to_gbnf`, a port of llama.cpp's
+json_schema_to_grammar.py) turns a JSON schema into GBNF; `json_object` without a schema
+takes its generic JSON grammar.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+
+from llama_cpp.llama_grammar import JSON_GBNF, json_schema_to_gbnf
+
+from app.api.schemas import GenerationFields
+from app.engine.request import GenerationRequest, RequestError
+
+
+def refuse_unsupported(body: GenerationFields) -> None:
+    """Fields this server cannot honour: a 400 that says so rather than a reply ignoring them."""
+    for name in ("tools", "functions"):
+        if getattr(body, name):
+            raise RequestError(
+                f"{name}: function calling is not supported by this server; send the request "
+                f"without {name!r} (response_format with a json_schema can shape the reply)",
+                param=name,
+                code="unsupported_parameter",
+            )
+    if body.response_format is not None and body.grammar:
+        raise RequestError(
+            "send either response_format or grammar, not both", param="response_format"
+        )
+
+
+def grammar_of(body: GenerationFields) -> str | None:
+    """The GBNF grammar the reply must follow, or None. Worker thread: a big schema takes a
+    while to convert."""
+    if body.grammar:
+        return body.grammar
+    fmt = body.response_format
+    if fmt is None or fmt.type == "text":
+        return None
+    try:
+        schema = fmt.schema_or_none()
+        if schema is None:
+            return JSON_GBNF
+        return json_schema_to_gbnf(json.dumps(schema))
+    except RecursionError:
+        raise _bad("the schema is nested too deeply") from None
+    except Exception as e:  # the converter raises many kinds for schemas it cannot take
+        raise _bad(f"the schema cannot be turned into a grammar: {e}") from None
+
+
+def _bad(message: str) -> RequestError:
+    return RequestError(f"response_format: {message}", param="response_format")
+
+
+async def finish_request(
+    request: GenerationRequest, body: GenerationFields, salt: str, prompt_param: str
+) -> GenerationRequest:
+    """What every route sets on its engine request: the server-derived salt, the field that
+    errors about the prompt name, and the grammar of response_format (off the event loop)."""
+    request.cache_salt = salt
+    request.prompt_param = prompt_param
+    request.sampling.grammar = await asyncio.to_thread(grammar_of, body)
+    return request

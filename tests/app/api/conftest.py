@@ -1,0 +1,23 @@
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+
+from tests.app.api.keyed_server import STATIC_KEY, KeyedServer, make_key
+from tests.server import ServerProcess
+
+
+@pytest.fixture(scope="session")
+def keyed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KeyedServer]:
+    """Tenants alice and bob, an admin, the static key; at most 1 request at once per key."""
+    data = tmp_path_factory.mktemp("keyed")
+    keys = {
+        "alice": make_key(data, "alice"),
+        "bob": make_key(data, "bob"),
+        "root": make_key(data, "root", "--admin"),
+        "static": STATIC_KEY,
+    }
+    args = ("-np", "2", "-c", "2048", "--data-dir", str(data), "--api-key", STATIC_KEY)
+    with ServerProcess(*args, "--max-concurrent-per-key", "1") as srv:
+        yield KeyedServer(srv, data, keys)

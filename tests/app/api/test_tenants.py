@@ -1,0 +1,86 @@
+"""The cross-tenant probe: a tenant cannot see another's cached prefixes (cached_tokens is 0
+for it, whatever cache_salt it sends), sessions or media."""
+
+from __future__ import annotations
+
+import io
+
+import httpx
+from PIL import Image
+
+from app.api.auth import tenant_salt
+from tests.app.api.keyed_server import KeyedServer
+
+SECRET = (
+    "Internal memo for the board only. Project Falcon will be cancelled next quarter; the "
+    "budget moves to the payments team, and the three people on Falcon will be offered roles "
+    "in search or in billing. Do not share this before the all-hands meeting on Friday. "
+)
+
+
+def chat(keyed: KeyedServer, who: str, salt: str | None = None) -> dict:
+    body = {
+        "messages": [{"role": "system", "content": SECRET}, {"role": "user", "content": "Ok?"}],
+        "max_tokens": 1,
+        "temperature": 0,
+    }
+    if salt is not None:
+        body["cache_salt"] = salt
+    r = httpx.post(
+        keyed.url + "/v1/chat/completions", json=body, headers=keyed.auth(who), timeout=120
+    )
+    assert r.status_code == 200, r.text
+    return r.json()["usage"]
+
+
+def test_another_tenant_gets_no_cached_tokens_for_a_cached_prefix(keyed: KeyedServer):
+    first = chat(keyed, "alice")
+    assert first["prompt_tokens"] > 60
+    assert chat(keyed, "alice")["prompt_tokens_details"]["cached_tokens"] > 60  # cached for A
+    assert chat(keyed, "bob")["prompt_tokens_details"]["cached_tokens"] == 0
+    # A client salt only subdivides the tenant's own: not even alice's derived salt reaches it.
+    forged = chat(keyed, "bob", salt=tenant_salt("alice"))
+    assert forged["prompt_tokens_details"]["cached_tokens"] == 0
+    assert chat(keyed, "bob", salt="")["prompt_tokens_details"]["cached_tokens"] > 60
+
+
+def test_another_tenant_cannot_list_read_write_or_delete_a_session(keyed: KeyedServer):
+    a, b = keyed.auth("alice"), keyed.auth("bob")
+    sid = httpx.post(keyed.url + "/v1/sessions", json={"title": "mine"}, headers=a).json()["id"]
+    listed = httpx.get(keyed.url + "/v1/sessions", headers=b).json()["data"]
+    assert sid not in [s["id"] for s in listed]
+    assert httpx.get(f"{keyed.url}/v1/sessions/{sid}", headers=b).status_code == 404
+    turn = httpx.post(f"{keyed.url}/v1/sessions/{sid}/messages", json={"content": "x"}, headers=b)
+    assert turn.status_code == 404
+    chat_body = {"messages": [{"role": "user", "content": "x"}], "session_id": sid}
+    assert (
+        httpx.post(keyed.url + "/v1/chat/completions", json=chat_body, headers=b).status_code == 404
+    )
+    assert httpx.delete(f"{keyed.url}/v1/sessions/{sid}", headers=b).status_code == 404
+    mine = httpx.get(f"{keyed.url}/v1/sessions/{sid}", headers=a)
+    assert mine.status_code == 200 and mine.json()["n_messages"] == 0
+    assert sid in [s["id"] for s in httpx.get(keyed.url + "/v1/sessions", headers=a).json()["data"]]
+
+
+def png(color: tuple[int, int, int]) -> bytes:
+    out = io.BytesIO()
+    Image.new("RGB", (8, 8), color).save(out, "PNG")
+    return out.getvalue()
+
+
+def test_another_tenant_cannot_read_or_delete_media_and_delete_frees_it(keyed: KeyedServer):
+    a, b = keyed.auth("alice"), keyed.auth("bob")
+    up = httpx.post(
+        keyed.url + "/v1/media", content=png((1, 2, 3)), headers={**a, "Content-Type": "image/png"}
+    )
+    assert up.status_code == 201, up.text
+    mid = up.json()["id"]
+    for path in (f"/v1/media/{mid}", f"/v1/media/{mid}/content"):
+        assert httpx.get(keyed.url + path, headers=b).status_code == 404
+        assert httpx.get(keyed.url + path, headers=a).status_code == 200
+    assert httpx.delete(f"{keyed.url}/v1/media/{mid}", headers=b).status_code == 404
+    files = list((keyed.data_dir / "media").rglob("*.png"))
+    assert len(files) == 1
+    assert httpx.delete(f"{keyed.url}/v1/media/{mid}", headers=a).status_code == 200
+    assert httpx.get(f"{keyed.url}/v1/media/{mid}", headers=a).status_code == 404
+    assert not files[0].exists()  # nothing else used it: the file is gone
