@@ -150,7 +150,10 @@ def test_a_busy_slot_answers_409(http: httpx.Client, server: ServerProcess):
         httpx.Client(base_url=server.base_url, timeout=120) as other,
         other.stream("POST", "/v1/completions", json=body) as stream,
     ):
-        next(line for line in stream.iter_lines() if line.startswith("data:"))  # generating now
+        # Keep the line iterator: a discarded one is closed, and closing it closes the
+        # connection, which cancels the request (the slot would then be idle, not busy).
+        lines = stream.iter_lines()
+        next(line for line in lines if line.startswith("data:"))  # generating now
         reply = action(http, 1, "save", "busy.bin")
         assert reply.status_code == 409, reply.text
         assert reply.json()["error"]["code"] == "slot_busy"
