@@ -4,6 +4,7 @@ for it, whatever cache_salt it sends), sessions or media."""
 from __future__ import annotations
 
 import io
+import time
 
 import httpx
 from PIL import Image
@@ -84,3 +85,55 @@ def test_another_tenant_cannot_read_or_delete_media_and_delete_frees_it(keyed: K
     assert httpx.delete(f"{keyed.url}/v1/media/{mid}", headers=a).status_code == 200
     assert httpx.get(f"{keyed.url}/v1/media/{mid}", headers=a).status_code == 404
     assert not files[0].exists()  # nothing else used it: the file is gone
+
+
+def test_another_tenant_cannot_see_search_ask_or_delete_a_collection_or_its_documents(
+    keyed: KeyedServer,
+):
+    a, b = keyed.auth("alice"), keyed.auth("bob")
+    col = httpx.post(keyed.url + "/v1/collections", json={"name": "memos"}, headers=a)
+    assert col.status_code == 201, col.text
+    cid = col.json()["id"]
+    doc = httpx.post(
+        f"{keyed.url}/v1/collections/{cid}/documents",
+        json={"filename": "memo.txt", "text": SECRET},
+        headers=a,
+    )
+    assert doc.status_code == 202, doc.text
+    did = doc.json()["id"]
+    deadline = time.monotonic() + 180  # ingestion (embedder load) is a condition to wait for
+    while (state := httpx.get(f"{keyed.url}/v1/documents/{did}", headers=a).json())[
+        "status"
+    ] not in ("ready", "error") and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert state["status"] == "ready", state
+    listed = httpx.get(keyed.url + "/v1/collections", headers=b).json()["data"]
+    assert cid not in [c["id"] for c in listed]
+    for path in (
+        f"/v1/collections/{cid}",
+        f"/v1/collections/{cid}/documents",
+        f"/v1/documents/{did}",
+        f"/v1/documents/{did}/chunks",
+    ):
+        assert httpx.get(keyed.url + path, headers=b).status_code == 404, path
+        assert httpx.get(keyed.url + path, headers=a).status_code == 200, path
+    query = {"query": "Project Falcon budget"}
+    assert (
+        httpx.post(f"{keyed.url}/v1/collections/{cid}/search", json=query, headers=b).status_code
+        == 404
+    )
+    ask = {"question": "What happens to Falcon?", "max_tokens": 1}
+    assert (
+        httpx.post(f"{keyed.url}/v1/collections/{cid}/ask", json=ask, headers=b).status_code == 404
+    )
+    rag_chat = {
+        "messages": [{"role": "user", "content": "What happens to Falcon?"}],
+        "max_tokens": 1,
+        "rag": {"collection_ids": [cid]},
+    }
+    r = httpx.post(keyed.url + "/v1/chat/completions", json=rag_chat, headers=b, timeout=120)
+    assert r.status_code == 404, r.text
+    assert httpx.delete(f"{keyed.url}/v1/documents/{did}", headers=b).status_code == 404
+    assert httpx.delete(f"{keyed.url}/v1/collections/{cid}", headers=b).status_code == 404
+    found = httpx.post(f"{keyed.url}/v1/collections/{cid}/search", json=query, headers=a)
+    assert found.status_code == 200 and found.json()["data"][0]["document_id"] == did
