@@ -40,7 +40,13 @@ def test_the_page_and_its_assets_are_served_with_the_right_caching(server: Serve
 
 def test_a_message_streams_its_answer_and_the_second_turn_shows_cached_tokens(chat: ChatPage, shot):
     chat.open()
+    # The UI opens the newest chat, or makes one when there is none. Both that one and the chat
+    # made below are titled "New chat": wait for the URL to move to the new one, or the settings
+    # could go into the first one's panel just before the new chat replaces it.
+    expect(chat.page).to_have_url(re.compile(r"#/s/[0-9a-f]{32}$"))
+    opened = chat.page.url
     chat.page.get_by_role("button", name="+ New chat").click()
+    expect(chat.page).not_to_have_url(opened)
     expect(chat.page.locator("header h1")).to_have_text("New chat")
     # Settings: a small max_tokens keeps the test short; it applies from the next message.
     chat.page.get_by_role("button", name="Settings", exact=True).click()
