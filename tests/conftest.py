@@ -1,5 +1,10 @@
 from __future__ import annotations
 
+import functools
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import httpx
 import pytest
 
 from app.config import packaged_model_path
@@ -15,3 +20,29 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     running on the main thread from its first use on, and `asyncio.run` in any later test would
     fail ("cannot be called from a running event loop")."""
     items.sort(key=lambda item: "tests/frontend/" in item.nodeid.replace("\\", "/"))
+
+
+# httpx's module functions give up after 5 s by default: a hidden timing threshold. A real model
+# on two loaded cores can take longer to answer (seen with both cores hogged), so every test
+# request waits as long as the server's own request limit unless the test says otherwise.
+HTTP_TIMEOUT = 600.0
+_HTTPX_FUNCTIONS = ("request", "stream", "get", "options", "head", "post", "put", "patch", "delete")
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _no_client_timeouts() -> Iterator[None]:
+    originals = {name: getattr(httpx, name) for name in _HTTPX_FUNCTIONS}
+
+    def patient(original: Callable[..., Any]) -> Callable[..., Any]:
+        @functools.wraps(original)
+        def call(*args: Any, **kwargs: Any) -> Any:
+            kwargs.setdefault("timeout", HTTP_TIMEOUT)
+            return original(*args, **kwargs)
+
+        return call
+
+    for name, original in originals.items():
+        setattr(httpx, name, patient(original))
+    yield
+    for name, original in originals.items():
+        setattr(httpx, name, original)
