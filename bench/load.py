@@ -20,7 +20,6 @@ import json  # noqa: E402
 import random  # noqa: E402
 import shutil  # noqa: E402
 import statistics  # noqa: E402
-import subprocess  # noqa: E402
 import sys  # noqa: E402
 import tempfile  # noqa: E402
 import time  # noqa: E402
@@ -31,7 +30,7 @@ import gevent  # noqa: E402
 import httpx  # noqa: E402
 from PIL import Image  # noqa: E402
 
-from tests.server import ROOT, ServerProcess  # noqa: E402
+from tests.server import ROOT, ServerProcess, make_key  # noqa: E402
 
 RESULTS = ROOT / "bench" / "results" / "load.md"
 SYSTEM = (
@@ -165,27 +164,7 @@ class ChatUser(HttpUser):
 
 
 def make_keys(data_dir: str, n: int) -> list[str]:
-    keys = []
-    for i in range(n):
-        out = subprocess.run(
-            [
-                sys.executable,
-                "-m",
-                "app",
-                "keys",
-                "create",
-                "--name",
-                f"tenant{i}",
-                "--data-dir",
-                data_dir,
-            ],
-            cwd=ROOT,
-            capture_output=True,
-            text=True,
-            check=True,
-        )
-        keys.append(out.stdout.strip().splitlines()[-1])
-    return keys
+    return [make_key(data_dir, f"tenant{i}") for i in range(n)]
 
 
 def check_sessions(base_url: str) -> tuple[int, int]:

@@ -104,3 +104,27 @@ class ServerProcess(ManagedProcess):
         super().stop()
         if self._own_data:
             shutil.rmtree(self._own_data, ignore_errors=True)
+
+
+def make_key(data_dir: Path | str, name: str, *extra: str) -> str:
+    """A new API key from `python -m app keys create` (its last line), for a server of that
+    data directory."""
+    out = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "app",
+            "keys",
+            "create",
+            "--name",
+            name,
+            "--data-dir",
+            str(data_dir),
+            *extra,
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    return out.stdout.strip().splitlines()[-1]  # the key alone on the last line

@@ -1,7 +1,7 @@
 """Documents (issue 11): collections, uploads ingested in the background, search, and
 questions answered from retrieved chunks with citations (`/ask`).
 
-Tenancy: every store call takes `request_tenant(request)`; another tenant's collection or
+Tenancy: every store call takes `tenant_of(request)`; another tenant's collection or
 document answers 404 as if it did not exist.
 """
 
@@ -16,6 +16,7 @@ from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse
 from starlette.datastructures import UploadFile
 
+from app.api.auth import tenant_of
 from app.api.doc_schemas import (
     AskRequest,
     CreateCollectionRequest,
@@ -43,11 +44,6 @@ from rag.loader import load
 router = APIRouter(prefix="/v1")
 
 
-def request_tenant(request: Request) -> str:
-    """The tenant of the request ("" for the default one); set by the API-key middleware."""
-    return getattr(request.state, "tenant_id", "")
-
-
 def _not_found(kind: str, name: str, param: str) -> RequestError:
     return RequestError(
         f"{kind} {name!r} does not exist", param=param, code="not_found", status=404
@@ -62,7 +58,7 @@ def _docs(services: Services) -> Documents:
 
 async def _collection(services: Services, http: Request, collection_id: str) -> CollectionRecord:
     docs = _docs(services)
-    found = await asyncio.to_thread(docs.store.get_collection, request_tenant(http), collection_id)
+    found = await asyncio.to_thread(docs.store.get_collection, tenant_of(http), collection_id)
     if found is None:
         raise _not_found("collection", collection_id, "collection_id")
     return found
@@ -76,7 +72,7 @@ async def create_collection(body: CreateCollectionRequest, http: Request, servic
     docs = _docs(services)
     c = await asyncio.to_thread(
         docs.store.create_collection,
-        request_tenant(http),
+        tenant_of(http),
         body.name,
         body.chunk_tokens,
         body.overlap_tokens,
@@ -87,7 +83,7 @@ async def create_collection(body: CreateCollectionRequest, http: Request, servic
 
 @router.get("/collections")
 async def list_collections(http: Request, services: ServicesDep):
-    found = await asyncio.to_thread(_docs(services).store.list_collections, request_tenant(http))
+    found = await asyncio.to_thread(_docs(services).store.list_collections, tenant_of(http))
     return {"object": "list", "data": [collection_json(c) for c in found]}
 
 
@@ -99,9 +95,7 @@ async def get_collection(collection_id: str, http: Request, services: ServicesDe
 @router.delete("/collections/{collection_id}")
 async def delete_collection(collection_id: str, http: Request, services: ServicesDep):
     docs = _docs(services)
-    gone = await asyncio.to_thread(
-        docs.store.delete_collection, request_tenant(http), collection_id
-    )
+    gone = await asyncio.to_thread(docs.store.delete_collection, tenant_of(http), collection_id)
     if gone is None:
         raise _not_found("collection", collection_id, "collection_id")
     docs.library.dropped(collection_id)
@@ -178,7 +172,7 @@ async def add_document(collection_id: str, http: Request, services: ServicesDep)
         raise RequestError(e.message, param="file", code="invalid_document") from None
     found = await asyncio.to_thread(
         docs.store.add_document,
-        request_tenant(http),
+        tenant_of(http),
         collection_id,
         filename=filename,
         kind=loaded.kind,
@@ -198,7 +192,7 @@ async def add_document(collection_id: str, http: Request, services: ServicesDep)
 @router.get("/collections/{collection_id}/documents")
 async def list_documents(collection_id: str, http: Request, services: ServicesDep):
     docs = _docs(services)
-    found = await asyncio.to_thread(docs.store.list_documents, request_tenant(http), collection_id)
+    found = await asyncio.to_thread(docs.store.list_documents, tenant_of(http), collection_id)
     if found is None:
         raise _not_found("collection", collection_id, "collection_id")
     return {"object": "list", "data": [document_json(d) for d in found]}
@@ -207,7 +201,7 @@ async def list_documents(collection_id: str, http: Request, services: ServicesDe
 @router.get("/documents/{document_id}")
 async def get_document(document_id: str, http: Request, services: ServicesDep):
     docs = _docs(services)
-    found = await asyncio.to_thread(docs.store.get_document, request_tenant(http), document_id)
+    found = await asyncio.to_thread(docs.store.get_document, tenant_of(http), document_id)
     if found is None:
         raise _not_found("document", document_id, "document_id")
     return document_json(found)
@@ -216,9 +210,7 @@ async def get_document(document_id: str, http: Request, services: ServicesDep):
 @router.get("/documents/{document_id}/chunks")
 async def get_chunks(document_id: str, http: Request, services: ServicesDep):
     docs = _docs(services)
-    found = await asyncio.to_thread(
-        docs.store.chunks, request_tenant(http), document_id, docs.model_key
-    )
+    found = await asyncio.to_thread(docs.store.chunks, tenant_of(http), document_id, docs.model_key)
     if found is None:
         raise _not_found("document", document_id, "document_id")
     return {"object": "list", "data": [chunk_json(c) for c in found]}
@@ -227,7 +219,7 @@ async def get_chunks(document_id: str, http: Request, services: ServicesDep):
 @router.delete("/documents/{document_id}")
 async def delete_document(document_id: str, http: Request, services: ServicesDep):
     docs = _docs(services)
-    tenant = request_tenant(http)
+    tenant = tenant_of(http)
     chunks = await asyncio.to_thread(docs.store.chunks, tenant, document_id)
     gone = await asyncio.to_thread(docs.store.delete_document, tenant, document_id)
     if gone is None or chunks is None:

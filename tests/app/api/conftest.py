@@ -4,8 +4,8 @@ from collections.abc import Iterator
 
 import pytest
 
-from tests.app.api.keyed_server import STATIC_KEY, KeyedServer, make_key
-from tests.server import ServerProcess
+from tests.app.api.keyed_server import STATIC_KEY, KeyedServer
+from tests.server import ServerProcess, make_key
 
 
 @pytest.fixture(scope="session")

@@ -2,36 +2,12 @@
 
 from __future__ import annotations
 
-import subprocess
-import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from tests.server import ROOT, ServerProcess
+from tests.server import ServerProcess
 
 STATIC_KEY = "static-test-key-0123456789"
-
-
-def make_key(data_dir: Path, name: str, *extra: str) -> str:
-    out = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "app",
-            "keys",
-            "create",
-            "--name",
-            name,
-            "--data-dir",
-            str(data_dir),
-            *extra,
-        ],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        check=True,
-    )
-    return out.stdout.strip().splitlines()[-1]  # the key alone on the last line
 
 
 @dataclass
