@@ -15,8 +15,8 @@ import pytest
 
 from app.config import Settings
 from app.server import _say_if_open
-from tests.app.api.keyed_server import KeyedServer, make_key
-from tests.server import ROOT
+from tests.app.api.keyed_server import KeyedServer
+from tests.server import ROOT, make_key
 
 CHAT = {"messages": [{"role": "user", "content": "Hi"}], "max_tokens": 2}
 
