@@ -16,7 +16,7 @@ from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse
 from starlette.datastructures import UploadFile
 
-from app.api.auth import tenant_of
+from app.api.auth import cache_salt, tenant_of
 from app.api.doc_schemas import (
     AskRequest,
     CreateCollectionRequest,
@@ -32,6 +32,7 @@ from app.api.responder import Reply, respond
 from app.api.responses import ChatShape
 from app.api.schemas import RagOptions
 from app.api.services import Services, ServicesDep
+from app.api.structured_output import finish_request
 from app.db.document_records import CollectionRecord
 from app.docs.chat_sources import citation, sources_part
 from app.docs.documents import Documents
@@ -312,12 +313,16 @@ async def ask(collection_id: str, body: AskRequest, http: Request, services: Ser
         body.hybrid,
     )
     head, tail = docs.prompts.parts(collection.system_prompt, body.question)
-    question = await lay_out(services.engine, head, tail, found, body.cache_salt)
+    # The tenant's salt, as on every other route: the layout asks the caches under it, and the
+    # KV this question builds is never a prefix for another tenant.
+    salt = cache_salt(http, body.cache_salt)
+    question = await lay_out(services.engine, head, tail, found, salt)
     request = body.generation(
         TokenSequence(question.layout.tokens),
         services.settings.seed,
         documents=question.documents,
     )
+    await finish_request(request, body, salt, "question")
     citations = [citation(c, question.scores[c.id]) for c in question.chunks]
     reply = Reply(
         ChatShape,

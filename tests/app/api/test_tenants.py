@@ -137,3 +137,45 @@ def test_another_tenant_cannot_see_search_ask_or_delete_a_collection_or_its_docu
     assert httpx.delete(f"{keyed.url}/v1/collections/{cid}", headers=b).status_code == 404
     found = httpx.post(f"{keyed.url}/v1/collections/{cid}/search", json=query, headers=a)
     assert found.status_code == 200 and found.json()["data"][0]["document_id"] == did
+
+
+def _collection_with(keyed: KeyedServer, who: str, text: str) -> str:
+    """A collection of `who` holding one ready document of `text`; its id."""
+    auth = keyed.auth(who)
+    cid = httpx.post(keyed.url + "/v1/collections", json={"name": "orchard"}, headers=auth).json()[
+        "id"
+    ]
+    did = httpx.post(
+        f"{keyed.url}/v1/collections/{cid}/documents",
+        json={"filename": "memo.txt", "text": text},
+        headers=auth,
+    ).json()["id"]
+    deadline = time.monotonic() + 180  # ingestion (embedder load) is a condition to wait for
+    while (state := httpx.get(f"{keyed.url}/v1/documents/{did}", headers=auth).json())[
+        "status"
+    ] not in ("ready", "error") and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert state["status"] == "ready", state
+    return cid
+
+
+def test_a_document_question_never_reuses_another_tenants_cached_prompt(keyed: KeyedServer):
+    """Two tenants with the same document in their own collections build the very same prompt
+    for the same question; the second is still computed from scratch (the salt is the tenant's)."""
+    text = "Orchard ledger: the pears of the north field ripen late. " + SECRET
+    ask = {"question": "When do the pears ripen?", "max_tokens": 1}
+
+    def asked(who: str, cid: str) -> dict:
+        r = httpx.post(
+            f"{keyed.url}/v1/collections/{cid}/ask", json=ask, headers=keyed.auth(who), timeout=120
+        )
+        assert r.status_code == 200, r.text
+        return r.json()["usage"]
+
+    mine = _collection_with(keyed, "alice", text)
+    theirs = _collection_with(keyed, "bob", text)
+    first = asked("alice", mine)
+    assert asked("alice", mine)["prompt_tokens_details"]["cached_tokens"] > 60
+    other = asked("bob", theirs)
+    assert other["prompt_tokens"] == first["prompt_tokens"]  # the same tokens...
+    assert other["prompt_tokens_details"]["cached_tokens"] == 0  # ...never served across tenants
