@@ -82,6 +82,11 @@ def parse_args(argv: list[str] | None = None) -> dict[str, object]:
     p.add_argument("--doc-max-bytes", type=int, help="largest accepted document upload, bytes")
     p.add_argument("--embedding-model", help="sentence-transformers model folder for documents")
     p.add_argument("--embedding-threads", type=int, help="torch threads for embeddings")
+    p.add_argument(
+        "--doc-prefill-tokens",
+        type=int,
+        help="tokens of each new document computed into the prefix cache while idle (0: off)",
+    )
     p.add_argument("-s", "--seed", type=int)
     p.add_argument(
         "--no-swa-full",

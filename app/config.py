@@ -79,6 +79,9 @@ class Settings(BaseSettings):
     doc_max_bytes: int = Field(default=20 << 20, ge=1)
     embedding_model: str | None = None
     embedding_threads: int = Field(default=1, ge=1)
+    # A ready document's head + leading chunks are prefilled into the prefix cache while the
+    # engine is idle (app/docs/doc_prefill.py), up to this many tokens; 0 turns it off.
+    doc_prefill_tokens: int = Field(default=1024, ge=0)
     # Persistence: SQLite file in data_dir unless DATABASE_URL (or KVCHAT_DATABASE_URL) is set.
     data_dir: str = "data"
     database_url: str | None = Field(

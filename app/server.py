@@ -10,7 +10,7 @@ from contextlib import asynccontextmanager
 from fastapi import FastAPI
 from starlette.types import Scope
 
-from app.api.auth import Auth
+from app.api.auth import Auth, tenant_salt
 from app.api.body_limit import BodyLimit
 from app.api.errors import ERROR_RESPONSES, install_error_handlers
 from app.api.frontend import install_frontend
@@ -23,6 +23,7 @@ from app.chat.turn_cache import TurnCache
 from app.config import Settings
 from app.db.key_store import KeyStore
 from app.db.store import Store
+from app.docs.doc_prefill import DocPrefill
 from app.docs.documents import Documents
 from app.engine.engine import Engine
 from app.media.media_store import MediaStore, media_root
@@ -65,6 +66,15 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         )
         app.state.services.media = MediaStore(media_root(settings), store)
         docs = Documents.build(settings, store, engine.model, app.state.services.prompter)
+        docs.prefill = DocPrefill(
+            engine,
+            docs.store,
+            docs.prompts,
+            docs.model_key,
+            tenant_salt,
+            settings.doc_prefill_tokens,
+        )
+        docs.ingestor.on_ready = docs.prefill.document_ready
         docs.start()
         app.state.services.documents = docs
         app.state.services.keys = KeyStore(store)

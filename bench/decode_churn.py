@@ -15,8 +15,10 @@ as the limit of this machine.
   of those swapping turns, and the decoding stream's p95 and max gap between tokens during them
   (the first, cold round of prefills is left out of both).
 
-Writes DIR/decode_churn.json and .md; prints the table with ours/llama-server ratios (targets:
-decode >= 0.95x, churn TTFT and p95 gap <= 1.1x).
+Writes DIR/decode_churn.json and .md; prints the table with ours/llama-server ratios and the
+targets (decode >= 0.95x, churn TTFT and p95 gap <= 1.1x). `python -m bench.compare` runs the
+same `run()` after its prefix-reuse rows (`--no-decode-churn` skips it), so one run of it holds
+every row; this entry point is for these rows alone, e.g. while working on decode speed.
 """
 
 from __future__ import annotations
@@ -33,9 +35,11 @@ import httpx
 
 from bench import core, decode_limit, peers
 from bench.client import stream_chat
+from bench.targets import Target, table_lines, target
 from tests.server import ROOT
 
 SLOTS = 2
+NAMES = ("ours", "llama-server")  # llama-cpp-python has no slots to churn
 
 
 @dataclass(frozen=True)
@@ -48,6 +52,15 @@ class Plan:
 
 FULL = Plan(decode_tokens=400, sessions=6, paragraphs=20, turns=3)
 QUICK = Plan(decode_tokens=48, sessions=3, paragraphs=2, turns=2)
+
+# (row, group, key, bound of ours / llama-server or None, lower is better): the table's rows.
+SPEC: list[tuple[str, str, str, float | None, bool]] = [
+    ("single-stream decode, streamed tok/s", "decode", "streamed_tok_s", 0.95, False),
+    ("single-stream decode, whole tok/s", "decode", "whole_tok_s", 0.95, False),
+    ("churn: swapping turns' mean TTFT s", "churn", "warm_ttft_s", 1.1, True),
+    ("churn: decoding stream's p95 gap s", "churn", "gap_p95_s", 1.1, True),
+    ("churn: decoding stream's max gap s", "churn", "gap_max_s", None, True),
+]
 
 
 def single_stream(base_url: str, n_tokens: int, bias: dict) -> dict:
@@ -138,60 +151,82 @@ def run_server(peer: peers.Peer, plan: Plan, bias: dict) -> dict:
     return {"decode": decode, "churn": swap}
 
 
+def run(model: str, quick: bool, servers: list[str], bias: dict | None = None) -> dict:
+    """The bare loop, then every server of `servers` that is ours or llama-server; what fails is
+    recorded under "failed" and the rest goes on, so `bench.compare` keeps its other rows."""
+    plan = QUICK if quick else FULL
+    bias = peers.eog_logit_bias(model) if bias is None else bias
+    report: dict = {"plan": plan.__dict__, "bare_loop": None, "servers": {}, "failed": {}}
+    print(f"\n== decode and churn, {SLOTS} slots per server", flush=True)
+    try:
+        report["bare_loop"] = decode_limit.measure(model, plan.decode_tokens)
+        print(f"bare loop: {report['bare_loop']}", flush=True)
+    except Exception as e:
+        report["failed"]["bare loop"] = f"{type(e).__name__}: {e}"
+        print(f"bare loop: {report['failed']['bare loop']}", flush=True)
+    for name in [s for s in servers if s in NAMES]:
+        try:
+            report["servers"][name] = run_server(peers.make(name, model, slots=SLOTS), plan, bias)
+        except Exception as e:  # not built, or it failed: the other server's rows still count
+            report["failed"][name] = f"{type(e).__name__}: {e}"
+            print(f"{name}: {report['failed'][name]}", flush=True)
+    return report
+
+
+def _pair(rows: dict, group: str, key: str) -> tuple[float | None, float | None]:
+    """(ours, llama-server) of one row; None for a server that did not run."""
+    ours, peer = rows.get("ours"), rows.get("llama-server")
+    return (ours[group][key] if ours else None, peer[group][key] if peer else None)
+
+
+def targets(report: dict) -> list[Target]:
+    """The rows of SPEC with a bound, once both servers ran: a ratio needs both sides."""
+    rows = report["servers"]
+    if "ours" not in rows or "llama-server" not in rows:
+        return []
+    return [
+        target(label, *_pair(rows, group, key), bound, at_most=at_most)
+        for label, group, key, bound, at_most in SPEC
+        if bound is not None
+    ]
+
+
 def markdown(report: dict) -> str:
     rows = report["servers"]
     names = list(rows)
-    bare = report["bare_loop"]["tokens_per_s"]
+    bare = report["bare_loop"]
+    loop = "failed" if bare is None else f"{bare['tokens_per_s']:.1f} tok/s"
     lines = [
-        f"Bare decode loop (one thread, no server): {bare:.1f} tok/s. Every server: -np {SLOTS} "
-        "-t 2 -c 8192.",
+        f"Single-stream decode and session churn, every server -np {SLOTS} -t 2 -c 8192; bare "
+        f"decode loop (one thread, no server): {loop}.",
         "",
         "| row |" + "".join(f" {n} |" for n in names) + " ours / llama-server |",
         "|---|" + "---:|" * (len(names) + 1),
     ]
-    spec = [
-        ("single-stream decode, streamed tok/s", "decode", "streamed_tok_s"),
-        ("single-stream decode, whole tok/s", "decode", "whole_tok_s"),
-        ("churn: swapping turns' mean TTFT s", "churn", "warm_ttft_s"),
-        ("churn: decoding stream's p95 gap s", "churn", "gap_p95_s"),
-        ("churn: decoding stream's max gap s", "churn", "gap_max_s"),
-    ]
-    for label, group, key in spec:
-        values = [rows[n][group][key] for n in names]
-        ratio = ""
-        if "ours" in rows and "llama-server" in rows:
-            ratio = f"{rows['ours'][group][key] / rows['llama-server'][group][key]:.2f}"
-        lines.append(f"| {label} |" + "".join(f" {v:.3f} |" for v in values) + f" {ratio} |")
+    for label, group, key, _, _ in SPEC:
+        values = "".join(f" {rows[n][group][key]:.3f} |" for n in names)
+        ours, peer = _pair(rows, group, key)
+        ratio = f"{ours / peer:.2f}" if ours is not None and peer else ""
+        lines.append(f"| {label} |{values} {ratio} |")
+    lines += [f"\n{name} failed: {why}" for name, why in report.get("failed", {}).items()]
     return "\n".join(lines) + "\n"
 
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m bench.decode_churn", allow_abbrev=False)
     p.add_argument("--quick", action="store_true", help="small prompts, few tokens (smoke test)")
-    p.add_argument("--servers", default="ours,llama-server")
+    p.add_argument("--servers", default=",".join(NAMES))
     p.add_argument("--out", default=str(ROOT / "bench" / "results"))
     args = p.parse_args(argv)
     from app.config import packaged_model_path
-    from bench.compare import eog_logit_bias
 
-    plan = QUICK if args.quick else FULL
-    model = packaged_model_path()
-    bias = eog_logit_bias(model)
-    report: dict = {"plan": plan.__dict__, "servers": {}}
-    report["bare_loop"] = decode_limit.measure(model, plan.decode_tokens)
-    print(f"bare loop: {report['bare_loop']}", flush=True)
-    for name in args.servers.split(","):
-        try:
-            peer = peers.make(name, model, slots=SLOTS)
-        except peers.PeerUnavailable as e:
-            print(f"{name}: skipped ({e})", flush=True)
-            continue
-        report["servers"][name] = run_server(peer, plan, bias)
+    servers = [s.strip() for s in args.servers.split(",") if s.strip()]
+    report = run(packaged_model_path(), args.quick, servers)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     stem = "decode_churn-quick" if args.quick else "decode_churn"
     (out / f"{stem}.json").write_text(json.dumps(report, indent=2))
-    table = markdown(report)
+    table = markdown(report) + "\n" + "\n".join(table_lines(targets(report))) + "\n"
     (out / f"{stem}.md").write_text(table)
     print(table)
     return 0

@@ -12,11 +12,13 @@ health check, `stop()` ends it (SIGTERM, then SIGKILL after 30 s).
   request waits, which would end the concurrent scenarios' streams early.
 
 The venv's llama-cpp-python wheel is built without AMX (see the Makefile), so its server is safe
-on this machine's CPU.
+on this machine's CPU. llama-cpp-python's server has no `ignore_eos`: `eog_logit_bias()` is how
+every decode row makes each server generate all the tokens it is asked for.
 """
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from dataclasses import dataclass
@@ -75,8 +77,10 @@ def _external(name: str, command: list[str], port: int, health_path: str) -> Man
     return ManagedProcess(command, port, health_path, log_path=LOGS / f"{name}.log", name=name)
 
 
-def ours(model: str, mmproj: str | None = None, slots: int = SLOTS) -> Peer:
-    args = ["-m", model, "-np", str(slots), "-c", str(CTX_SIZE), "-t", str(THREADS)]
+def ours(
+    model: str, mmproj: str | None = None, slots: int = SLOTS, extra: tuple[str, ...] = ()
+) -> Peer:
+    args = ["-m", model, "-np", str(slots), "-c", str(CTX_SIZE), "-t", str(THREADS), *extra]
     if mmproj:
         args += ["--mmproj", mmproj]
     server = ServerProcess(*args)  # a temporary data directory of its own
@@ -153,3 +157,32 @@ def llama_server_version(binary: Path = LLAMA_SERVER) -> str | None:
         return None
     lines = [ln for ln in (out.stdout + out.stderr).splitlines() if ln.startswith("version")]
     return lines[0].removeprefix("version:").strip() if lines else None
+
+
+def eog_logit_bias(model: str) -> dict[str, float]:
+    """-100 on every end-of-generation token: how a server without `ignore_eos` (llama-cpp-python)
+    is made to generate all the requested tokens."""
+    import llama_cpp
+
+    with _quiet_stderr():
+        llm = llama_cpp.Llama(model, vocab_only=True, verbose=False)
+        vocab = llama_cpp.llama_model_get_vocab(llm.model)
+        n = llama_cpp.llama_vocab_n_tokens(vocab)
+        ids = [i for i in range(n) if llama_cpp.llama_vocab_is_eog(vocab, i)]
+        llm.close()
+    return {str(i): -100.0 for i in ids}
+
+
+class _quiet_stderr:
+    """Silence llama.cpp's C-level log lines (fd 2) while loading the vocabulary."""
+
+    def __enter__(self) -> None:
+        sys.stderr.flush()
+        self._saved = os.dup(2)
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, 2)
+        os.close(devnull)
+
+    def __exit__(self, *exc: object) -> None:
+        os.dup2(self._saved, 2)
+        os.close(self._saved)

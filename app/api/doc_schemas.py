@@ -77,7 +77,11 @@ def collection_json(c: CollectionRecord) -> dict[str, Any]:
     }
 
 
-def document_json(d: DocumentRecord, duplicate: bool = False) -> dict[str, Any]:
+def document_json(
+    d: DocumentRecord, duplicate: bool = False, prefill: str | None = None
+) -> dict[str, Any]:
+    """`prefill`: queued | done | failed while this process prefills the document into the
+    prefix cache (--doc-prefill-tokens); null otherwise."""
     ready = d.status == "ready"
     return {
         "id": d.id,
@@ -92,6 +96,7 @@ def document_json(d: DocumentRecord, duplicate: bool = False) -> dict[str, Any]:
         "n_chunks": d.chunks_total if ready else 0,
         "n_tokens": d.n_tokens,
         "metadata": d.metadata,
+        "prefill": prefill,
         "created_at": int(d.created_at.timestamp()),
     }
 

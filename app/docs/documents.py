@@ -14,6 +14,7 @@ from app.config import Settings
 from app.db.document_records import ChunkRecord
 from app.db.document_store import DocumentStore
 from app.db.store import Store
+from app.docs.doc_prefill import DocPrefill
 from app.docs.doc_prompt import DocPrompter, token_counter
 from app.docs.ingestor import Ingestor
 from app.docs.library import DocLibrary
@@ -29,6 +30,7 @@ class Documents:
     prompts: DocPrompter
     model_key: str  # the chat model's fingerprint: token ids are stored under it
     max_bytes: int
+    prefill: DocPrefill | None = None  # set once the engine runs (app/server.py)
 
     @classmethod
     def build(cls, settings: Settings, store: Store, model: Model, prompter: Prompter) -> Documents:
@@ -50,6 +52,9 @@ class Documents:
 
     def stop(self) -> None:
         self.ingestor.stop()
+
+    def prefill_state(self, document_id: str) -> str | None:
+        return self.prefill.state(document_id) if self.prefill is not None else None
 
     def token_ids(self, chunks: list[ChunkRecord]) -> None:
         """Fill in token ids missing for this model (computed once, then stored)."""

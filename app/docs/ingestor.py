@@ -16,7 +16,7 @@ from collections.abc import Callable
 
 import numpy as np
 
-from app.db.document_records import NewChunk
+from app.db.document_records import CollectionRecord, NewChunk
 from app.db.document_store import DocumentStore
 from app.docs.library import DocLibrary
 from rag.chunker import Chunker
@@ -36,11 +36,11 @@ def ingest_document(
     model: str,
     document_id: str,
     progress: Callable[[int, int], None] | None = None,
-) -> bool:
-    """Ingest one stored document; True when it became ready. Raises on failure."""
+) -> CollectionRecord | None:
+    """Ingest one stored document; its collection when it became ready. Raises on failure."""
     found = docs.ingest_input(document_id)
     if found is None:
-        return False  # deleted meanwhile
+        return None  # deleted meanwhile
     doc, text, page_starts, collection = found
     chunker = Chunker(
         lambda t: len(tokenize(t)), collection.chunk_tokens, collection.overlap_tokens
@@ -68,10 +68,10 @@ def ingest_document(
         for i, c in enumerate(chunks)
     ]
     if not docs.finish_document(document_id, new, model, token_ids, first):
-        return False
+        return None
     ids = [chunk_id for chunk_id, _ in docs.numbered(document_id)]
     library.added(collection.id, ids, matrix)
-    return True
+    return collection
 
 
 class Ingestor:
@@ -81,6 +81,8 @@ class Ingestor:
         self.docs, self.library, self.tokenize, self.model = docs, library, tokenize, model
         self._queue: queue.Queue[str | None] = queue.Queue()
         self._thread: threading.Thread | None = None
+        # Called (on the worker) with each document that became ready and its collection.
+        self.on_ready: Callable[[CollectionRecord, str], None] | None = None
 
     def start(self) -> None:
         """Start the worker; documents a previous process left unfinished go first."""
@@ -100,7 +102,11 @@ class Ingestor:
     def _run(self) -> None:
         while (document_id := self._queue.get()) is not None:
             try:
-                ingest_document(self.docs, self.library, self.tokenize, self.model, document_id)
+                collection = ingest_document(
+                    self.docs, self.library, self.tokenize, self.model, document_id
+                )
+                if collection is not None and self.on_ready is not None:
+                    self.on_ready(collection, document_id)
             except Exception as e:
                 log.exception("ingesting %s failed", document_id)
                 try:

@@ -155,12 +155,13 @@ class Engine:
             self.config.cache_prompt if request.cache_prompt is None else request.cache_prompt
         )
         task = Task(request, sink, cache_prompt)
-        if self.config.request_timeout > 0:
+        if self.config.request_timeout > 0 and not request.background:
             task.deadline = time.monotonic() + self.config.request_timeout
         with self._lock:
             if self._stopping or self.dead:
                 raise RequestError("the server is shutting down", code="unavailable", status=503)
-            self._check_queue_room()
+            if not request.background:
+                self._check_queue_room()
             self._inbox.append(task)
         self._wake.set()
         return task
@@ -174,7 +175,8 @@ class Engine:
         """Refuse a request that would wait behind max_queue others (caller holds the lock)."""
         limit = self.config.max_queue
         idle = sum(1 for s in self.scheduler.slots if s.idle)
-        waiting = len(self.scheduler.waiting) + len(self._inbox)
+        queued = [*self.scheduler.waiting, *self._inbox]
+        waiting = sum(1 for t in queued if not t.request.background)
         if limit and waiting - idle >= limit:
             retry = 1 + waiting // len(self.scheduler.slots)  # a rough turn of the queue
             raise RequestError(

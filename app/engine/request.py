@@ -35,6 +35,10 @@ class GenerationRequest:
     documents: frozenset[str] = frozenset()
     # The request field errors about the prompt name: "messages" (chat), "prompt", "content".
     prompt_param: str = "messages"
+    # Speculative work nobody waits for (a document's prefill into the prefix cache at ingest):
+    # admitted only while no client request waits or runs, never counted against --max-queue,
+    # never timed out.
+    background: bool = False
 
     def check(
         self,

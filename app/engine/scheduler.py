@@ -123,8 +123,11 @@ class Scheduler:
         """The first waiting task (FIFO) that has a slot now; removes it from the queue.
 
         A task whose prefix another task is computing right now waits for it (it does not block
-        the tasks behind it) and then copies it from that slot's KV."""
+        the tasks behind it) and then copies it from that slot's KV. Background tasks go only
+        while no client task waits or runs: they never take compute or a slot from one."""
         for task in self.waiting:
+            if task.request.background and self._busy_with_clients():
+                continue
             if task.waiting_for is not None and not task.waiting_for.done():
                 continue  # its cached prefix is being read from disk
             if self._awaits_shared_prefill(task):
@@ -134,6 +137,9 @@ class Scheduler:
                 self.waiting.remove(task)
                 return task, slot
         return None
+
+    def _busy_with_clients(self) -> bool:
+        return any(not t.request.background for t in (*self.waiting, *self.active))
 
     def bind(self, task: Task, slot: Slot) -> None:
         """The slot now serves the task; it alone holds the task's conversation from now on."""

@@ -196,7 +196,8 @@ async def list_documents(collection_id: str, http: Request, services: ServicesDe
     found = await asyncio.to_thread(docs.store.list_documents, tenant_of(http), collection_id)
     if found is None:
         raise _not_found("collection", collection_id, "collection_id")
-    return {"object": "list", "data": [document_json(d) for d in found]}
+    data = [document_json(d, prefill=docs.prefill_state(d.id)) for d in found]
+    return {"object": "list", "data": data}
 
 
 @router.get("/documents/{document_id}")
@@ -205,7 +206,7 @@ async def get_document(document_id: str, http: Request, services: ServicesDep):
     found = await asyncio.to_thread(docs.store.get_document, tenant_of(http), document_id)
     if found is None:
         raise _not_found("document", document_id, "document_id")
-    return document_json(found)
+    return document_json(found, prefill=docs.prefill_state(found.id))
 
 
 @router.get("/documents/{document_id}/chunks")
@@ -227,6 +228,8 @@ async def delete_document(document_id: str, http: Request, services: ServicesDep
         raise _not_found("document", document_id, "document_id")
     await asyncio.to_thread(docs.library.removed, gone.collection_id, [c.id for c in chunks])
     await _forget(services, {document_id})
+    if docs.prefill is not None:
+        docs.prefill.forget(document_id)
     return {"id": document_id, "object": "document.deleted", "deleted": True}
 
 

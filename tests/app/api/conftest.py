@@ -18,6 +18,9 @@ def keyed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KeyedServer]:
         "root": make_key(data, "root", "--admin"),
         "static": STATIC_KEY,
     }
+    # No document prefill: a tenant's own prefill would be a cached prefix the probes do not
+    # wait for (prefill under the tenant's salt is tested in tests/app/docs).
     args = ("-np", "2", "-c", "2048", "--data-dir", str(data), "--api-key", STATIC_KEY)
+    args += ("--doc-prefill-tokens", "0")
     with ServerProcess(*args, "--max-concurrent-per-key", "1") as srv:
         yield KeyedServer(srv, data, keys)

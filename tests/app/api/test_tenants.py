@@ -175,7 +175,10 @@ def test_a_document_question_never_reuses_another_tenants_cached_prompt(keyed: K
     mine = _collection_with(keyed, "alice", text)
     theirs = _collection_with(keyed, "bob", text)
     first = asked("alice", mine)
-    assert asked("alice", mine)["prompt_tokens_details"]["cached_tokens"] > 60
+    warm = asked("alice", mine)["prompt_tokens_details"]["cached_tokens"]
+    assert warm > 60
     other = asked("bob", theirs)
     assert other["prompt_tokens"] == first["prompt_tokens"]  # the same tokens...
-    assert other["prompt_tokens_details"]["cached_tokens"] == 0  # ...never served across tenants
+    # ...never served across tenants: bob gets at most the chat template's first few tokens,
+    # which his own earlier chats in this module cached.
+    assert other["prompt_tokens_details"]["cached_tokens"] < 8 < warm

@@ -81,3 +81,23 @@ def test_only_the_newest_slot_of_a_session_is_its_own():
     assert first != second
     assert [x.session for x in s.slots].count("A") == 1
     assert s.slots[second].session == "A"
+
+
+def test_background_work_waits_while_any_client_task_waits_or_runs():
+    s = Scheduler(2, similarity=0.1)
+    background = Task(
+        GenerationRequest(TokenSequence([1, 2, 3]), background=True), lambda e: None, True
+    )
+    client = task([4, 5, 6])
+    s.enqueue(background)
+    s.enqueue(client)
+    # Queued first, but the client goes first and the background task stays queued while
+    # the client runs, although a slot is free.
+    first = s.next_admission()
+    assert first is not None and first[0] is client
+    s.bind(client, first[1])
+    assert s.next_admission() is None
+    assert list(s.waiting) == [background]
+    s.release(client)
+    second = s.next_admission()
+    assert second is not None and second[0] is background

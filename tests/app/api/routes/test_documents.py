@@ -30,6 +30,9 @@ TEA = "Green tea leaves are steamed or pan-fired soon after picking to stop oxid
 def server(tmp_path_factory) -> Iterator[ServerProcess]:
     data = tmp_path_factory.mktemp("data")
     args = ["-np", "2", "-c", "4096", "--data-dir", str(data), "--doc-max-bytes", str(MAX_BYTES)]
+    # What questions alone put in the cache: no prefill of documents at ingest, which would
+    # add cached prefixes at moments these tests do not wait for (tests/app/docs has it on).
+    args += ["--doc-prefill-tokens", "0"]
     with ServerProcess(*args) as srv:
         yield srv
 

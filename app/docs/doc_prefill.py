@@ -1,0 +1,112 @@
+"""`DocPrefill`: a ready document's prompt prefix computed into the prefix cache ahead of questions.
+
+Every document question starts with the same head (system prompt, "Sources:") followed by the
+retrieved chunks, and the first question that retrieves a chunk pays for its prefill cold
+(~130-270 tokens/s here). When a document becomes ready, its head + chunks in canonical order
+(up to --doc-prefill-tokens) are computed by a background engine task, which the scheduler
+admits only while no client request waits or runs. The layout puts cached chunks first, so a
+later question whose retrieved set holds the document's leading chunks reuses them: its prompt
+starts with exactly these tokens (the same head, the chunks' stored token ids).
+
+The KV lives in the slot that computed it and goes to host memory when that slot is needed, like
+any slot's. The task carries the document's id, so deleting the document purges that KV too. A
+document's state (`queued`, `done`, `failed`) is kept for this process only; documents ingested
+before a restart are not prefilled again (their KV may still be on the disk tier).
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable
+
+from app.db.document_records import CollectionRecord
+from app.db.document_store import DocumentStore
+from app.docs.doc_prompt import DocPrompter
+from app.engine.engine import Engine
+from app.engine.events import Event, Failed, Finished
+from app.engine.request import GenerationRequest, RequestError
+from app.engine.sampler import SamplingParams
+from mm.token_sequence import TokenSequence
+
+log = logging.getLogger(__name__)
+
+SaltOf = Callable[[str], str]  # tenant id -> the salt of its cache keys
+
+
+class DocPrefill:
+    def __init__(
+        self,
+        engine: Engine,
+        store: DocumentStore,
+        prompts: DocPrompter,
+        model_key: str,
+        salt_of: SaltOf,
+        max_tokens: int,
+    ) -> None:
+        self.engine, self.store, self.prompts = engine, store, prompts
+        self.model_key, self.salt_of = model_key, salt_of
+        # A prefill never fills a request's whole context: it must leave room for a question.
+        self.max_tokens = min(max_tokens, engine.n_ctx_request // 2)
+        self._lock = threading.Lock()
+        self._state: dict[str, str] = {}  # document id -> queued | done | failed
+
+    @property
+    def enabled(self) -> bool:
+        return self.max_tokens > 0
+
+    def state(self, document_id: str) -> str | None:
+        with self._lock:
+            return self._state.get(document_id)
+
+    def forget(self, document_id: str) -> None:
+        with self._lock:
+            self._state.pop(document_id, None)
+
+    def prompt(self, collection: CollectionRecord, document_id: str) -> list[int] | None:
+        """Head + the document's chunks in order, whole chunks only, within the budget."""
+        chunks = self.store.chunks(collection.tenant_id, document_id, self.model_key)
+        if not chunks:
+            return None  # deleted meanwhile
+        head, _ = self.prompts.parts(collection.system_prompt, "")
+        tokens = list(head)
+        for c in chunks:
+            if c.token_ids is None or len(tokens) + len(c.token_ids) > self.max_tokens:
+                break
+            tokens.extend(c.token_ids)
+        return tokens if len(tokens) > len(head) else None
+
+    def document_ready(self, collection: CollectionRecord, document_id: str) -> None:
+        """Queue the document's prefill (any thread); nothing when off or nothing fits."""
+        if not self.enabled:
+            return
+        tokens = self.prompt(collection, document_id)
+        if tokens is None:
+            return
+        request = GenerationRequest(
+            TokenSequence(tokens),
+            SamplingParams(temperature=0.0, seed=0),
+            max_tokens=1,  # the KV of the prompt is the point; the token is thrown away
+            cache_salt=self.salt_of(collection.tenant_id),
+            documents=frozenset({document_id}),
+            background=True,
+        )
+        with self._lock:
+            self._state[document_id] = "queued"
+        try:
+            self.engine.submit(request, lambda event: self._ended(document_id, event))
+        except RequestError as e:  # shutting down
+            log.info("prefill of %s not queued: %s", document_id, e.message)
+            self._set(document_id, "failed")
+
+    def _ended(self, document_id: str, event: Event) -> None:  # engine thread
+        if isinstance(event, Finished):
+            self._set(document_id, "done" if event.finish_reason != "cancelled" else "failed")
+        elif isinstance(event, Failed):
+            log.warning("prefill of %s failed: %s", document_id, event.message)
+            self._set(document_id, "failed")
+
+    def _set(self, document_id: str, state: str) -> None:
+        with self._lock:
+            if document_id in self._state:  # not deleted meanwhile
+                self._state[document_id] = state

@@ -1,0 +1,202 @@
+"""bench.compare's prefix-reuse scenarios and aggregate decode rows, one server after another.
+
+Each server is started on its own (bench/peers.py: 4 slots), warmed up with one short request,
+driven through every scenario in bench/core.py and the aggregate decode rows, and stopped before
+the next one starts. A scenario that fails is recorded and the others go on, so one broken
+scenario never costs a whole run.
+"""
+
+from __future__ import annotations
+
+import traceback
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from bench import core, images, peers
+from bench.client import stream_chat
+from bench.core import Row
+from bench.targets import Target, target
+from tests.server import ROOT
+
+
+@dataclass(frozen=True)
+class Plan:
+    long: int  # paragraphs (~65 tokens each) of the ~1,000-token prompts
+    system: int  # paragraphs of the ~1,200-token shared system prompt
+    chat: int  # paragraphs of the 4-turn chat's document
+    session: int  # paragraphs of each of the 8 sessions' documents
+    sessions: int
+    clients: int  # concurrent clients of the throughput scenario
+    client_tokens: int  # tokens each client generates
+
+
+FULL = Plan(long=16, system=18, chat=6, session=4, sessions=8, clients=8, client_tokens=64)
+QUICK = Plan(long=4, system=5, chat=2, session=1, sessions=8, clients=8, client_tokens=16)
+
+Scenario = Callable[[str, core.Cold], list[Row]]
+
+# The scenario whose target is "well under llama-server's" (it recomputes the shared prompt on
+# every other slot), and how far under counts as well under.
+AT_ONCE = "shared system, 4 users at once"
+WELL_UNDER = 0.5
+
+
+def scenarios(plan: Plan, with_images: bool) -> list[tuple[str, Scenario]]:
+    out: list[tuple[str, Scenario]] = [
+        ("same long prompt twice", lambda u, c: core.same_prompt_twice(u, c, plan.long)),
+        ("growing prefix, rounds 1-3", lambda u, c: core.growing_prefix(u, c, plan.long)),
+        ("4-turn chat, turns 2-4", lambda u, c: core.four_turn_chat(u, c, plan.chat)),
+        (
+            "shared system, 4 users in turn",
+            lambda u, c: core.shared_system_in_turn(u, c, plan.system),
+        ),
+        (AT_ONCE, lambda u, c: core.four_users_at_once(u, True, c, plan.system)),
+        (
+            "4 users at once, nothing cached",
+            lambda u, c: core.four_users_at_once(u, False, c, plan.system),
+        ),
+        (
+            f"{plan.sessions} sessions x 3 turns, turns 2-3",
+            lambda u, c: core.eight_sessions_three_turns(u, c, plan.session, plan.sessions),
+        ),
+    ]
+    if with_images:
+        out.append(("image re-ask, questions 2-3", lambda u, c: images.image_reask(u, c)))
+    return out
+
+
+def throughput_name(clients: int, tokens: int) -> str:
+    return f"{clients} client{'s' if clients > 1 else ''} x {tokens} tokens"
+
+
+def throughput_names(plan: Plan) -> list[str]:
+    """The aggregate decode rows: one client, then all of them at once."""
+    return [throughput_name(c, plan.client_tokens) for c in (1, plan.clients)]
+
+
+def summarize(rows: list[Row]) -> dict:
+    """One scenario's rows as one line: means over its warm requests and their cold references."""
+    n = len(rows)
+    warm = sum(w.ttft for _, w, _ in rows) / n
+    cold = sum(c.ttft for _, _, c in rows) / n
+    prompts = [w.prompt_tokens for _, w, _ in rows]
+    cached = [w.cached_tokens for _, w, _ in rows]
+    return {
+        "warm_ttft": warm,
+        "cold_ttft": cold,
+        "ratio": warm / cold,
+        "warm_total": sum(w.total for _, w, _ in rows) / n,
+        "prompt_tokens": None if None in prompts else sum(prompts) / n,  # type: ignore[arg-type]
+        "cached_tokens": None if None in cached else sum(cached) / n,  # type: ignore[arg-type]
+    }
+
+
+def run_server(peer: peers.Peer, plan: Plan, bias: dict[str, float]) -> dict:
+    out: dict = {
+        "command": peer.command,
+        "notes": peer.notes,
+        "log": str(peer.log_path.relative_to(ROOT)),
+        "scenarios": {},
+        "rows": [],
+        "throughput": {},
+        "errors": {},
+    }
+    print(f"\n== {peer.name}: starting ({' '.join(peer.command[:3])} ...)", flush=True)
+    with peer:
+        stream_chat(peer.base_url, [{"role": "user", "content": "Hello"}], max_tokens=2)
+        print(
+            f"{'scenario':44} {'prompt':>6} {'cached':>6} {'cold s':>8} {'warm s':>8} "
+            f"{'warm/cold':>9}",
+            flush=True,
+        )
+        for group, scenario in scenarios(plan, peer.images):
+            try:
+                rows = scenario(peer.base_url, core.fresh_prefix)
+            except Exception as e:  # one failing scenario must not lose the others
+                out["errors"][group] = f"{type(e).__name__}: {e}"
+                print(f"{group:44} FAILED: {e}", flush=True)
+                traceback.print_exc()
+                continue
+            for name, warm, cold in rows:
+                out["rows"].append(
+                    {
+                        "scenario": group,
+                        "name": name,
+                        "warm": warm.as_dict(),
+                        "cold": cold.as_dict(),
+                    }
+                )
+                print(
+                    f"{name:44} {_tokens(warm.prompt_tokens):>6} {_tokens(warm.cached_tokens):>6} "
+                    f"{cold.ttft:8.3f} {warm.ttft:8.3f} {warm.ttft / cold.ttft:9.3f}",
+                    flush=True,
+                )
+            out["scenarios"][group] = summarize(rows)
+        for clients in (1, plan.clients):
+            key = throughput_name(clients, plan.client_tokens)
+            try:
+                rate, results = core.decode_throughput(
+                    peer.base_url, clients, plan.client_tokens, logit_bias=bias
+                )
+            except Exception as e:
+                out["errors"][key] = f"{type(e).__name__}: {e}"
+                print(f"{key}: FAILED: {e}", flush=True)
+                continue
+            out["throughput"][key] = {
+                "tokens_per_s": rate,
+                "results": [r.as_dict() for r in results],
+            }
+            print(f"aggregate decode, {key}: {rate:.1f} tok/s", flush=True)
+    return out
+
+
+def run(
+    chosen: list[peers.Peer], plan: Plan, bias: dict[str, float], model: str
+) -> tuple[dict[str, dict], dict[str, str]]:
+    """(servers, failed): every chosen server's rows by name, and why any did not run."""
+    servers: dict[str, dict] = {}
+    failed: dict[str, str] = {}
+    for peer in chosen:
+        try:
+            servers[peer.name] = run_server(peer, plan, bias)
+        except Exception as e:
+            if peer.name == "llama-server" and peer.images:
+                # The projector may not load in llama-server: run it without images.
+                print(f"llama-server did not start with --mmproj ({e}); again without")
+                peer = peers.llama_server(model)
+                try:
+                    servers[peer.name] = run_server(peer, plan, bias)
+                    continue
+                except Exception as again:
+                    e = again
+            failed[peer.name] = f"{type(e).__name__}: {e}"
+            print(f"{peer.name} failed: {e} (log: {peer.log_path})", flush=True)
+    return servers, failed
+
+
+def targets(report: dict) -> list[Target]:
+    """Warm TTFT of every scenario at most llama-server's (well under it where it recomputes),
+    and aggregate decode at all clients at least llama-server's."""
+    servers = report["servers"]
+    if "ours" not in servers or "llama-server" not in servers:
+        return []
+    ours, peer = servers["ours"], servers["llama-server"]
+    rows = []
+    for group in report["scenario_names"]:
+        a, b = ours["scenarios"].get(group), peer["scenarios"].get(group)
+        bound = WELL_UNDER if group == AT_ONCE else 1.0
+        warm = _at(a, "warm_ttft"), _at(b, "warm_ttft")
+        rows.append(target(f"warm TTFT: {group}", *warm, bound, at_most=True))
+    key = report["throughput_names"][-1]
+    a, b = ours["throughput"].get(key), peer["throughput"].get(key)
+    rates = _at(a, "tokens_per_s"), _at(b, "tokens_per_s")
+    rows.append(target(f"aggregate tok/s: {key}", *rates, 1.0, at_most=False))
+    return rows
+
+
+def _at(row: dict | None, key: str) -> float | None:
+    return row[key] if row else None
+
+
+def _tokens(n: float | None) -> str:
+    return "n/a" if n is None else f"{n:.0f}"

@@ -1,0 +1,146 @@
+"""bench.compare's report: the markdown tables, the chart and the README table.
+
+One report holds every part of a run (bench.prefix's scenarios and aggregate decode,
+bench.decode_churn's rows, bench.doc_qa's rows) and ends with one Targets table that lists the
+targets of all of them, so the verdicts of a run are read in one place. A part that was skipped
+or failed leaves its section out (a failure is named at the top).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from bench import decode_churn, doc_qa, peers, prefix
+from bench.targets import Target, table_lines
+from tests.server import ROOT
+
+README = ROOT / "README.md"
+README_START = "<!-- compare:start -->"
+README_END = "<!-- compare:end -->"
+
+
+def targets(report: dict) -> list[Target]:
+    """Every target of the run, part by part, for the parts that ran."""
+    rows = prefix.targets(report)
+    if report.get("decode_churn"):
+        rows += decode_churn.targets(report["decode_churn"])
+    if report.get("doc_qa"):
+        rows += doc_qa.targets(report["doc_qa"])
+    return rows
+
+
+def markdown(report: dict) -> str:
+    names = list(report["servers"])
+    m = report["machine"]
+    quick = " (--quick: small prompts, a smoke test)" if report["quick"] else ""
+    head = [
+        f"Run {report['date']}{quick}"
+        f" on {m['cpu']}, {m['cores']} cores, {m['mem_gib']} GiB; model `{report['model']}`; "
+        f"every server: {peers.THREADS} threads, {peers.CTX_SIZE} context, {peers.SLOTS} slots "
+        "where it has slots. Servers: "
+        + "; ".join(report["versions"][n] + _note(report, n) for n in names)
+        + ".",
+        *[f"\n{n} failed to run: {e}" for n, e in report["failed"].items()],
+        "",
+        "Cold = the same prompt with a unique nonce (~9 tokens) at the very start (nothing "
+        "reusable), sent right after the warm request. warm/cold = mean TTFT ratio over the "
+        "scenario's warm requests (lower is better); warm s = mean warm TTFT in seconds; "
+        "cached = cached/prompt tokens of the warm requests as the server reports them (n/a: "
+        "not reported).",
+        "",
+    ]
+    cols = "".join(f" {n} warm/cold | {n} warm s | {n} cached |" for n in names)
+    lines = [f"| scenario |{cols}", "|---|" + "---:|---:|---:|" * len(names)]
+    for group in report["scenario_names"]:
+        cells = ""
+        for n in names:
+            s = report["servers"][n]["scenarios"].get(group)
+            if s is None:
+                err = "error" if group in report["servers"][n]["errors"] else "skipped"
+                cells += f" {err} | | |"
+            else:
+                cells += f" {_f(s['ratio'])} | {_f(s['warm_ttft'])} | {_cached(s)} |"
+        lines.append(f"| {group} |{cells}")
+    lines += ["", "| aggregate decode tok/s |" + "".join(f" {n} |" for n in names)]
+    lines.append("|---|" + "---:|" * len(names))
+    for key in report["throughput_names"]:
+        cells = ""
+        for n in names:
+            t = report["servers"][n]["throughput"].get(key)
+            cells += f" {_f(t['tokens_per_s'], 1) if t else 'error'} |"
+        lines.append(f"| {key} |{cells}")
+    if report.get("decode_churn"):
+        lines += ["", decode_churn.markdown(report["decode_churn"]).rstrip("\n")]
+    if report.get("doc_qa"):
+        lines += ["", doc_qa.markdown(report["doc_qa"]).rstrip("\n")]
+    lines += ["", *table_lines(targets(report))]
+    return "\n".join(head + lines) + "\n"
+
+
+def chart(report: dict, path: Path) -> None:
+    """Warm/cold TTFT per scenario (log scale) beside aggregate decode: the prefix-reuse part."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    names = list(report["servers"])
+    groups = report["scenario_names"]
+    fig, (ax, tp) = plt.subplots(
+        1, 2, figsize=(14, 6), gridspec_kw={"width_ratios": [4, 1]}, layout="constrained"
+    )
+    width = 0.8 / max(len(names), 1)
+    for i, n in enumerate(names):
+        ratios = [
+            report["servers"][n]["scenarios"].get(g, {}).get("ratio", float("nan")) for g in groups
+        ]
+        ax.bar([x + i * width for x in range(len(groups))], ratios, width, label=n)
+        rates = [
+            report["servers"][n]["throughput"].get(k, {}).get("tokens_per_s", float("nan"))
+            for k in report["throughput_names"]
+        ]
+        tp.bar([x + i * width for x in range(len(rates))], rates, width, label=n)
+    ax.axhline(1.0, color="grey", linewidth=0.8, linestyle="--")
+    ax.set_yscale("log")
+    ax.set_ylabel("warm / cold TTFT (log scale, lower is better)")
+    ax.set_xticks([x + width * (len(names) - 1) / 2 for x in range(len(groups))])
+    ax.set_xticklabels(groups, rotation=30, ha="right", fontsize=8)
+    ax.legend()
+    m = report["machine"]
+    ax.set_title(
+        f"{report['model']} · {m['cpu']}, {m['cores']} cores · {report['date']}"
+        + (" · quick" if report["quick"] else ""),
+        fontsize=9,
+    )
+    tp.set_ylabel("aggregate decode tokens/s (higher is better)")
+    keys = report["throughput_names"]
+    tp.set_xticks([x + width * (len(names) - 1) / 2 for x in range(len(keys))])
+    tp.set_xticklabels(keys, rotation=30, ha="right", fontsize=8)
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def update_readme(table: str, readme: Path = README) -> bool:
+    """Put `table` between the README's markers; False (README untouched) when they are missing."""
+    text = readme.read_text()
+    start, end = text.find(README_START), text.find(README_END)
+    if start < 0 or end < start:
+        return False
+    body = f"{README_START}\n{table}{README_END}"
+    readme.write_text(text[:start] + body + text[end + len(README_END) :])
+    return True
+
+
+def _f(x: float | None, digits: int = 3) -> str:
+    return "–" if x is None else f"{x:.{digits}f}"
+
+
+def _cached(s: dict) -> str:
+    if s.get("cached_tokens") is None or s.get("prompt_tokens") is None:
+        return "n/a"
+    return f"{s['cached_tokens']:.0f}/{s['prompt_tokens']:.0f}"
+
+
+def _note(report: dict, name: str) -> str:
+    note = report["servers"][name].get("notes")
+    return f" ({note})" if note else ""
