@@ -53,6 +53,12 @@ def parse_args(argv: list[str] | None = None) -> dict[str, object]:
         "--cache-reuse", type=int, help="min chunk to reuse from the cache by KV shifting (0 = off)"
     )
     p.add_argument("--cache-policy", choices=["lru", "gdsf"], help="host cache eviction")
+    p.add_argument(
+        "--cache-idle-slots",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="on a new task, move idle slots' KV to the host cache and free their cells",
+    )
     p.add_argument("--cache-dir", help="keep saved KV states in this directory across restarts")
     p.add_argument("--cache-disk", type=int, help="disk tier budget MiB (0 = no limit)")
     p.add_argument("--data-dir", help="SQLite database, media and slot files (default: data)")

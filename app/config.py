@@ -62,6 +62,9 @@ class Settings(BaseSettings):
     cache_dir: str | None = None
     cache_policy: Literal["lru", "gdsf"] = "gdsf"
     cache_reuse: int = Field(default=0, ge=0)
+    # llama-server's --cache-idle-slots: idle slots' cells slow every decode (app/engine/
+    # prefix_reuse.py PrefixReuse.park_idle), so they go to host memory when a task starts.
+    cache_idle_slots: bool = True
     cache_ram_tokens: int = Field(
         default=0, ge=0, description="host prompt cache, tokens; 0 = no limit"
     )
@@ -160,6 +163,7 @@ class Settings(BaseSettings):
             cache_disk_bytes=self.cache_disk << 20,
             cache_policy=self.cache_policy,
             cache_reuse=self.cache_reuse,
+            park_idle_slots=self.cache_idle_slots and self.cache_ram != 0,
             swa_full=self.swa_full,
             mmproj_path=self.mmproj,
             encoder_cache_bytes=self.encoder_cache << 20,

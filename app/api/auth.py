@@ -15,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import json
+import logging
 import secrets
 import time
 from collections import Counter
@@ -27,9 +28,12 @@ from app.api.errors import error_body
 from app.api.frontend import API_PREFIXES
 from app.db.key_store import KeyStore
 
+log = logging.getLogger(__name__)
+
 ADMIN_PREFIXES = ("/metrics", "/slots", "/cache")
 # How long "are there any keys?" is remembered: a key created while the server runs closes
-# the open server within this time, without a database query per request.
+# the open server within this time (and the one request that starts the recheck), without a
+# database query on any request's path: the recheck runs beside the request, not before it.
 KEYS_RECHECK_S = 2.0
 
 
@@ -62,7 +66,8 @@ class Auth:
         self.static_key = static_key
         self.max_per_key = max_per_key
         self.running: Counter[str] = Counter()  # key id -> requests in flight
-        self._keys_seen: tuple[float, bool] = (-KEYS_RECHECK_S, False)
+        self._keys_seen: tuple[float, bool] | None = None  # (when checked, any live key)
+        self._recheck: asyncio.Task | None = None
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         services = getattr(scope["app"].state, "services", None) if "app" in scope else None
@@ -114,11 +119,19 @@ class Auth:
     async def _keys_configured(self, keys: KeyStore) -> bool:
         if self.static_key:
             return True
+        if self._keys_seen is None:  # the first request waits for the answer
+            self._keys_seen = (time.monotonic(), await asyncio.to_thread(keys.any_live))
         checked, found = self._keys_seen
-        if time.monotonic() - checked >= KEYS_RECHECK_S:
-            found = await asyncio.to_thread(keys.any_live)
-            self._keys_seen = (time.monotonic(), found)
+        stale = time.monotonic() - checked >= KEYS_RECHECK_S
+        if stale and (self._recheck is None or self._recheck.done()):
+            self._recheck = asyncio.create_task(self._check(keys))
         return found
+
+    async def _check(self, keys: KeyStore) -> None:
+        try:
+            self._keys_seen = (time.monotonic(), await asyncio.to_thread(keys.any_live))
+        except Exception:  # the database is away: keep the last answer, try again later
+            log.exception("could not check for API keys")
 
 
 def _public(scope: Scope) -> bool:

@@ -63,5 +63,9 @@ async def finish_request(
     errors about the prompt name, and the grammar of response_format (off the event loop)."""
     request.cache_salt = salt
     request.prompt_param = prompt_param
-    request.sampling.grammar = await asyncio.to_thread(grammar_of, body)
+    fmt = body.response_format
+    if body.grammar or (fmt is not None and fmt.type != "text"):
+        request.sampling.grammar = await asyncio.to_thread(grammar_of, body)
+    else:  # nothing to convert: no thread hop on the way to the first token
+        request.sampling.grammar = None
     return request

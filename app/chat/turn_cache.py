@@ -16,10 +16,14 @@ import hashlib
 import threading
 from array import array
 from collections import OrderedDict
+from collections.abc import Callable
+
+# (tokens of `done`, done, text) -> tokens of text, which starts with done (Prompter.extend)
+Extend = Callable[[list[int], str, str], list[int]]
 
 
 class TurnCache:
-    def __init__(self, max_entries: int = 256) -> None:
+    def __init__(self, max_entries: int = 512) -> None:  # prompts and prompt + reply, per turn
         self._max = max_entries
         self._entries: OrderedDict[str, tuple[str, str, array]] = OrderedDict()
         self._lock = threading.Lock()
@@ -51,6 +55,18 @@ class TurnCache:
                 return None
             self._entries.move_to_end(best_key)
         return best[1], best[2].tolist()
+
+    def tokens_of(self, salt: str, text: str, extend: Extend) -> list[int]:
+        """The prompt's tokens: the longest remembered turn's, extended by the rest of the
+        text (`extend(tokens, done, text)`; done "" tokenizes all). The prompt is remembered
+        too, not only with its reply: the same prompt sent again (a retry, a regenerate, a
+        repeated question: ~1.8 ms of tokenizing per 1k tokens here) skips the tokenizer."""
+        known = self.longest(salt, text)
+        if known is not None and known[0] == text:
+            return known[1]
+        tokens = extend(known[1], known[0], text) if known is not None else extend([], "", text)
+        self.remember(salt, text, tokens)
+        return tokens
 
     def __len__(self) -> int:
         return len(self._entries)

@@ -59,6 +59,7 @@ class Engine:
         self._stopping = False
         self.dead = False  # the engine thread died: nothing will be served any more
         self._last_busy = 0.0  # time.monotonic() when the last step with requests ended
+        self._park_pending = False  # idle slots with KV to move to host memory after a step
         self._thread: threading.Thread | None = None
 
     # --- lifecycle ------------------------------------------------------------------------------
@@ -212,6 +213,8 @@ class Engine:
                     if self.scheduler.has_work:
                         self._step()
                         self.outbox.flush()
+                        if self._park_pending:
+                            self._park_pending = self.reuse.park_idle(save=True)
                         self._last_busy = time.monotonic()
                         continue
                     self.outbox.flush()
@@ -302,6 +305,10 @@ class Engine:
             task.fail(str(e), status=400, code="invalid_request_error")
             return
         n_cached, source = self.reuse.prepare(task, slot)
+        if self.config.park_idle_slots:
+            # Idle KV that host memory holds goes at once (no copy); saving the rest would
+            # delay this task's first token, so it waits until that token is out.
+            self._park_pending |= self.reuse.park_idle(save=False, admitted=slot)
         sampler.accept_prompt(prompt.text_tokens(0, len(prompt)) if not prompt.has_media else [])
         slot.documents |= task.request.documents  # the KV now holds (or will hold) its chunks
         task.start(slot.id, n_cached, sampler, source)

@@ -134,6 +134,13 @@ class Slot:
         model.seq_clear(self.id)
         self.cache = TokenSequence()
 
+    def park(self, model: Model) -> None:
+        """Drop the KV (saved elsewhere) but keep the conversation's claim on this slot: it
+        comes back here and restores its prefix from host memory."""
+        session = self.session
+        self.erase(model)
+        self.session = session
+
     def release(self) -> None:
         self.task = None
         self.last_used = time.monotonic()

@@ -67,3 +67,12 @@ def test_flags_are_never_abbreviated_and_bad_values_are_refused():
         parse_args(["--thread", "2"])  # llama-server's names only, no prefixes
     with pytest.raises(SystemExit):
         parse_args(["-ctk", "q3_k"])
+
+
+def test_cache_idle_slots_is_on_by_default_and_needs_the_host_cache():
+    def parked(*args: str) -> bool:
+        return Settings(**parse_args(list(args))).engine_config().park_idle_slots
+
+    assert parked() and parked("--cache-idle-slots")
+    assert not parked("--no-cache-idle-slots")
+    assert not parked("--cache-ram", "0")  # nowhere to keep what it would drop

@@ -81,10 +81,7 @@ async def chat_completions(
             # Rendering and tokenizing a long history is CPU work: never on the event loop.
             text = prompter.render(messages)
             # Earlier replies keep the ids the model generated (see app/chat/turn_cache.py).
-            known = turns.longest(salt, text)
-            if known:
-                return text, prompter.extend(known[1], known[0], text)
-            return text, list(prompter.tokenize(text).tokens)
+            return text, turns.tokens_of(salt, text, prompter.extend)
 
         text, tokens = await asyncio.to_thread(tokenize)
         request = body.generation(TokenSequence(tokens), services.settings.seed)

@@ -3,6 +3,7 @@ per-key bound on requests at once, and an open server that says so."""
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import json
 import logging
@@ -13,6 +14,8 @@ import time
 import httpx
 import pytest
 
+import app.api.auth as auth_module
+from app.api.auth import Auth
 from app.config import Settings
 from app.server import _say_if_open
 from tests.app.api.keyed_server import KeyedServer
@@ -121,3 +124,31 @@ def test_an_open_server_says_so_loudly_off_loopback(host, level, words, caplog, 
     with caplog.at_level(logging.INFO, logger="app.server"):
         _say_if_open(Settings(host=host, data_dir=str(tmp_path)), NoKeys())  # type: ignore[arg-type]
     assert [r for r in caplog.records if r.levelno == level and words in r.getMessage()]
+
+
+def test_a_key_created_while_open_closes_the_server_without_a_query_on_the_request_path(
+    monkeypatch: pytest.MonkeyPatch,
+):
+    class Keys:
+        live = False
+        queries = 0
+
+        def any_live(self) -> bool:
+            Keys.queries += 1
+            return Keys.live
+
+    async def scenario() -> list[bool]:
+        auth = Auth(lambda *a: None, None, 0)  # type: ignore[arg-type]
+        keys = Keys()
+        seen = [await auth._keys_configured(keys)]  # the first answer is waited for
+        Keys.live = True  # a key is created
+        seen.append(await auth._keys_configured(keys))  # still fresh: no query
+        monkeypatch.setattr(auth_module, "KEYS_RECHECK_S", 0.0)
+        seen.append(await auth._keys_configured(keys))  # stale: answers, rechecks beside
+        await auth._recheck
+        monkeypatch.setattr(auth_module, "KEYS_RECHECK_S", 60.0)
+        seen.append(await auth._keys_configured(keys))
+        return seen
+
+    assert asyncio.run(scenario()) == [False, False, False, True]
+    assert Keys.queries == 2  # the first, and the recheck the stale answer started

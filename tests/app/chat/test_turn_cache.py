@@ -53,3 +53,19 @@ def test_matches_a_brute_force_search(entries, salt, text):
         assert found is None
     else:
         assert found == max(candidates, key=lambda c: len(c[0]))
+
+
+def test_the_same_prompt_again_skips_the_tokenizer():
+    calls: list[tuple[str, str]] = []
+
+    def extend(tokens: list[int], done: str, text: str) -> list[int]:
+        calls.append((done, text))
+        return [*tokens, *(ord(c) for c in text[len(done) :])]
+
+    cache = TurnCache()
+    first = cache.tokens_of("", "<s>ab", extend)
+    assert cache.tokens_of("", "<s>ab", extend) == first  # no call: remembered
+    assert calls == [("", "<s>ab")]
+    longer = cache.tokens_of("", "<s>abc", extend)  # only the rest is tokenized
+    assert calls[-1] == ("<s>ab", "<s>abc") and longer == [*first, ord("c")]
+    assert cache.tokens_of("t", "<s>ab", extend) == first and len(calls) == 3  # salted

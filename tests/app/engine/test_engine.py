@@ -302,6 +302,35 @@ def test_prefix_whose_slot_was_taken_comes_back_from_host_memory(model_path: str
         one.stop()
 
 
+def test_a_new_task_moves_idle_slots_kv_to_host_memory_and_frees_their_cells(model_path: str):
+    config = EngineConfig(model_path=model_path, n_ctx=3072, n_parallel=3, park_idle_slots=True)
+    eng = Engine(config)
+    eng.start()
+    try:
+        a = prompt_of(eng, "Conversation A about rivers and mills. " * 12)
+        b = prompt_of(eng, "Conversation B about stars and comets. " * 12)
+        c = prompt_of(eng, "Conversation C about bread and ovens. " * 12)
+        first, _ = run(eng, GenerationRequest(a, GREEDY, max_tokens=4, id_slot=0, session="A"))
+        run(eng, GenerationRequest(b, GREEDY, max_tokens=2, id_slot=1, session="B"))
+        run(eng, GenerationRequest(c, GREEDY, max_tokens=2, id_slot=2, session="C"))
+        slots = {s.id: s for s in eng.slots()}
+        # C's task parked A's idle slot: its KV is in host memory, its cells are free, and
+        # the slot still belongs to conversation A. B, the idle slot released last, stays.
+        assert slots[0].n_cached == 0
+        assert slots[1].n_cached > len(b) // 2 and slots[2].n_cached > len(c) // 2
+        assert eng.call(lambda: eng.model.seq_pos_max(0)).result(timeout=30) == -1
+        assert eng.scheduler.slots[0].session == "A"
+        text, again = run(eng, GenerationRequest(a.copy(), GREEDY, max_tokens=4, session="A"))
+        assert again.timings.cache_source == "host"
+        assert again.cached_tokens == len(a) - 1
+        # The restored slot is the one serving A (parking never takes the admitted slot's KV):
+        # the same reply, and its KV holds the whole prompt.
+        assert text == first
+        assert {s.id: s for s in eng.slots()}[0].n_cached >= len(a)
+    finally:
+        eng.stop()
+
+
 def test_host_memory_budget_is_never_exceeded(model_path: str):
     budget = 3 << 20  # room for about one ~130-token state (23 KB a token)
     one = Engine(

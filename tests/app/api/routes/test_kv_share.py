@@ -9,8 +9,9 @@ from tests.server import ServerProcess
 
 
 def test_a_request_without_max_tokens_stops_at_its_kv_share_and_others_keep_their_cache():
-    # 256 cells, 2 slots: 128 per request.
-    with ServerProcess("-np", "2", "-c", "256") as server:
+    # 256 cells, 2 slots: 128 per request. Idle slots stay resident (not parked in host
+    # memory), so slot 0's cells are there for the long request to evict if it could.
+    with ServerProcess("-np", "2", "-c", "256", "--no-cache-idle-slots") as server:
         url = server.base_url
         kept = httpx.post(
             f"{url}/v1/completions",
