@@ -83,6 +83,11 @@ class HostCache:
         found = self.index.best(salt, tokens)
         return found is not None and found[1] == len(tokens)
 
+    def has_room(self, n_bytes: int, n_tokens: int) -> bool:
+        """True if an entry this big fits beside every entry held now (evicting none)."""
+        tokens_ok = self.budget_tokens is None or self.tokens_used + n_tokens <= self.budget_tokens
+        return self.bytes_used + n_bytes <= self.budget_bytes and tokens_ok
+
     def fits(self, n_bytes: int, n_tokens: int) -> bool:
         return n_bytes <= self.budget_bytes and (
             self.budget_tokens is None or n_tokens <= self.budget_tokens

@@ -331,6 +331,32 @@ def test_a_new_task_moves_idle_slots_kv_to_host_memory_and_frees_their_cells(mod
         eng.stop()
 
 
+def test_parking_an_idle_slot_never_evicts_a_host_entry(model_path: str):
+    config = EngineConfig(model_path=model_path, n_ctx=4096, n_parallel=4, park_idle_slots=True)
+    eng = Engine(config)
+    eng.start()
+    try:
+        texts = ["rivers and mills", "stars and comets", "bread and ovens", "ships and ports"]
+        prompts = [prompt_of(eng, f"Conversation about {t}. " * 12) for t in texts]
+        run(eng, GenerationRequest(prompts[0], GREEDY, max_tokens=2, id_slot=0))
+        size = eng.call(lambda: eng.model.state_size(0)).result(timeout=30)
+        # Room for one saved slot, not two (set between steps, on the engine thread).
+        eng.call(lambda: setattr(eng.reuse.host, "budget_bytes", size * 3 // 2)).result(30)
+        for i in (1, 2):
+            run(eng, GenerationRequest(prompts[i], GREEDY, max_tokens=2, id_slot=i))
+        # The third task parked slot 0 (into the empty host cache); slot 1 is the latest idle.
+        slots = {s.id: s.n_cached for s in eng.slots()}
+        assert slots[0] == 0 and eng.reuse.snapshot().host.entries == 1
+        run(eng, GenerationRequest(prompts[3], GREEDY, max_tokens=2, id_slot=3))
+        # Slot 1 would need slot 0's entry evicted: it stays resident, and the entry stays.
+        slots = {s.id: s.n_cached for s in eng.slots()}
+        assert slots[1] > 0 and eng.reuse.snapshot().host.entries == 1
+        _, again = run(eng, GenerationRequest(prompts[0].copy(), GREEDY, max_tokens=2))
+        assert again.timings.cache_source == "host"
+    finally:
+        eng.stop()
+
+
 def test_host_memory_budget_is_never_exceeded(model_path: str):
     budget = 3 << 20  # room for about one ~130-token state (23 KB a token)
     one = Engine(
