@@ -42,23 +42,8 @@ from pathlib import Path
 
 from bench import decode_churn, doc_qa, peers, prefix
 from bench.peers import eog_logit_bias
-from bench.prefix import AT_ONCE, WELL_UNDER
-from bench.report import README, README_END, README_START, chart, markdown, targets, update_readme
+from bench.report import README, chart, markdown, update_readme
 from tests.server import ROOT
-
-# tests/test_bench_compare.py reaches the report and the targets through this module.
-__all__ = [
-    "AT_ONCE",
-    "README_END",
-    "README_START",
-    "WELL_UNDER",
-    "chart",
-    "eog_logit_bias",
-    "main",
-    "markdown",
-    "targets",
-    "update_readme",
-]
 
 RESULTS = ROOT / "bench" / "results"
 

@@ -118,7 +118,8 @@ class PrefixReuse:
 
     def park_idle(self, save: bool, admitted: Slot | None = None) -> bool:
         """Free the cells of idle slots whose KV host memory holds (saving it first if `save`);
-        True if an idle slot is left holding KV.
+        True if an idle slot is left for a saving pass (`save` False). A slot a saving pass
+        cannot park (no room) waits for the next task's admission, not for every step.
 
         llama.cpp's attention spans every KV cell up to the highest one in use, whichever
         sequence holds it: idle slots' cells slow every decode of the busy ones (here 10.9 ->
@@ -142,7 +143,7 @@ class PrefixReuse:
                 self.save(slot, keep=0)
             if self.host.covers(slot.salt, slot.cache) or len(slot.cache) < MIN_SAVE_TOKENS:
                 slot.park(self.model)
-            else:
+            elif not save:
                 left = True
         return left
 

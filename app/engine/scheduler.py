@@ -125,8 +125,9 @@ class Scheduler:
         A task whose prefix another task is computing right now waits for it (it does not block
         the tasks behind it) and then copies it from that slot's KV. Background tasks go only
         while no client task waits or runs: they never take compute or a slot from one."""
+        busy = self._busy_with_clients()
         for task in self.waiting:
-            if task.request.background and self._busy_with_clients():
+            if task.request.background and busy:
                 continue
             if task.waiting_for is not None and not task.waiting_for.done():
                 continue  # its cached prefix is being read from disk

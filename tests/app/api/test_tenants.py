@@ -87,6 +87,15 @@ def test_another_tenant_cannot_read_or_delete_media_and_delete_frees_it(keyed: K
     assert not files[0].exists()  # nothing else used it: the file is gone
 
 
+def wait_ready(keyed: KeyedServer, auth: dict[str, str], document_id: str) -> None:
+    deadline = time.monotonic() + 180  # ingestion (embedder load) is a condition to wait for
+    while (state := httpx.get(f"{keyed.url}/v1/documents/{document_id}", headers=auth).json())[
+        "status"
+    ] not in ("ready", "error") and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert state["status"] == "ready", state
+
+
 def test_another_tenant_cannot_see_search_ask_or_delete_a_collection_or_its_documents(
     keyed: KeyedServer,
 ):
@@ -101,12 +110,7 @@ def test_another_tenant_cannot_see_search_ask_or_delete_a_collection_or_its_docu
     )
     assert doc.status_code == 202, doc.text
     did = doc.json()["id"]
-    deadline = time.monotonic() + 180  # ingestion (embedder load) is a condition to wait for
-    while (state := httpx.get(f"{keyed.url}/v1/documents/{did}", headers=a).json())[
-        "status"
-    ] not in ("ready", "error") and time.monotonic() < deadline:
-        time.sleep(0.2)
-    assert state["status"] == "ready", state
+    wait_ready(keyed, a, did)
     listed = httpx.get(keyed.url + "/v1/collections", headers=b).json()["data"]
     assert cid not in [c["id"] for c in listed]
     for path in (
@@ -150,12 +154,7 @@ def _collection_with(keyed: KeyedServer, who: str, text: str) -> str:
         json={"filename": "memo.txt", "text": text},
         headers=auth,
     ).json()["id"]
-    deadline = time.monotonic() + 180  # ingestion (embedder load) is a condition to wait for
-    while (state := httpx.get(f"{keyed.url}/v1/documents/{did}", headers=auth).json())[
-        "status"
-    ] not in ("ready", "error") and time.monotonic() < deadline:
-        time.sleep(0.2)
-    assert state["status"] == "ready", state
+    wait_ready(keyed, auth, did)
     return cid
 
 

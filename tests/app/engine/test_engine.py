@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
 
 import pytest
 
@@ -23,6 +26,17 @@ def engine(model_path: str):
     eng.start()
     yield eng
     eng.stop()
+
+
+@contextmanager
+def started(model_path: str, **config: Any) -> Iterator[Engine]:
+    """An engine of a test's own configuration, stopped when the test is done with it."""
+    eng = Engine(EngineConfig(model_path=model_path, **config))
+    eng.start()
+    try:
+        yield eng
+    finally:
+        eng.stop()
 
 
 def prompt_of(engine: Engine, text: str) -> TokenSequence:
@@ -282,9 +296,7 @@ def test_salted_cache_is_not_reused_under_another_salt(engine: Engine):
 
 
 def test_prefix_whose_slot_was_taken_comes_back_from_host_memory(model_path: str):
-    one = Engine(EngineConfig(model_path=model_path, n_ctx=1024, n_parallel=1, warmup=False))
-    one.start()
-    try:
+    with started(model_path, n_ctx=1024, n_parallel=1, warmup=False) as one:
         a = prompt_of(one, "Conversation A about rivers and mills. " * 12)
         b = prompt_of(one, "Conversation B about stars and comets. " * 12)
         run(one, GenerationRequest(a, GREEDY, max_tokens=2))
@@ -298,15 +310,10 @@ def test_prefix_whose_slot_was_taken_comes_back_from_host_memory(model_path: str
         one.call(one.reuse.reset).result(timeout=30)
         _, after_reset = run(one, GenerationRequest(a.copy(), GREEDY, max_tokens=2))
         assert after_reset.cached_tokens == 0 and one.reuse.snapshot().host.entries == 0
-    finally:
-        one.stop()
 
 
 def test_a_new_task_moves_idle_slots_kv_to_host_memory_and_frees_their_cells(model_path: str):
-    config = EngineConfig(model_path=model_path, n_ctx=3072, n_parallel=3, park_idle_slots=True)
-    eng = Engine(config)
-    eng.start()
-    try:
+    with started(model_path, n_ctx=3072, n_parallel=3, park_idle_slots=True) as eng:
         a = prompt_of(eng, "Conversation A about rivers and mills. " * 12)
         b = prompt_of(eng, "Conversation B about stars and comets. " * 12)
         c = prompt_of(eng, "Conversation C about bread and ovens. " * 12)
@@ -327,15 +334,10 @@ def test_a_new_task_moves_idle_slots_kv_to_host_memory_and_frees_their_cells(mod
         # the same reply, and its KV holds the whole prompt.
         assert text == first
         assert {s.id: s for s in eng.slots()}[0].n_cached >= len(a)
-    finally:
-        eng.stop()
 
 
 def test_parking_an_idle_slot_never_evicts_a_host_entry(model_path: str):
-    config = EngineConfig(model_path=model_path, n_ctx=4096, n_parallel=4, park_idle_slots=True)
-    eng = Engine(config)
-    eng.start()
-    try:
+    with started(model_path, n_ctx=4096, n_parallel=4, park_idle_slots=True) as eng:
         texts = ["rivers and mills", "stars and comets", "bread and ovens", "ships and ports"]
         prompts = [prompt_of(eng, f"Conversation about {t}. " * 12) for t in texts]
         run(eng, GenerationRequest(prompts[0], GREEDY, max_tokens=2, id_slot=0))
@@ -353,19 +355,11 @@ def test_parking_an_idle_slot_never_evicts_a_host_entry(model_path: str):
         assert slots[1] > 0 and eng.reuse.snapshot().host.entries == 1
         _, again = run(eng, GenerationRequest(prompts[0].copy(), GREEDY, max_tokens=2))
         assert again.timings.cache_source == "host"
-    finally:
-        eng.stop()
 
 
 def test_host_memory_budget_is_never_exceeded(model_path: str):
     budget = 3 << 20  # room for about one ~130-token state (23 KB a token)
-    one = Engine(
-        EngineConfig(
-            model_path=model_path, n_ctx=1024, n_parallel=1, warmup=False, cache_ram_bytes=budget
-        )
-    )
-    one.start()
-    try:
+    with started(model_path, n_ctx=1024, n_parallel=1, warmup=False, cache_ram_bytes=budget) as one:
         for topic in ("rivers", "stars", "bread", "ships"):
             run(
                 one,
@@ -376,8 +370,6 @@ def test_host_memory_budget_is_never_exceeded(model_path: str):
             host = one.reuse.snapshot().host
             assert host.bytes <= budget
         assert one.reuse.snapshot().saves >= 2  # states were saved, old ones evicted
-    finally:
-        one.stop()
 
 
 def test_kv_shifting_reuses_what_follows_a_removed_middle(model_path: str):

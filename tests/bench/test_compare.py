@@ -7,7 +7,10 @@ import json
 import httpx
 import pytest
 
-from bench import client, compare, core
+from bench import client, core
+from bench.peers import eog_logit_bias
+from bench.prefix import AT_ONCE, WELL_UNDER
+from bench.report import README_END, README_START, chart, markdown, targets, update_readme
 
 
 def sse(*chunks: dict) -> bytes:
@@ -82,7 +85,7 @@ def summary(warm: float, cold: float) -> dict:
 
 
 def report() -> dict:
-    groups = ["same long prompt twice", compare.AT_ONCE]
+    groups = ["same long prompt twice", AT_ONCE]
     tp = ["1 client x 64 tokens", "8 clients x 64 tokens"]
 
     def server(warm: list[float], rates: list[float], cached: bool = True) -> dict:
@@ -115,31 +118,31 @@ def report() -> dict:
 
 
 def test_targets_are_ratios_of_ours_to_llama_server() -> None:
-    rows = {t: (round(r, 3), bound, verdict) for t, r, bound, verdict in compare.targets(report())}
+    rows = {t: (round(r, 3), bound, verdict) for t, r, bound, verdict in targets(report())}
     assert rows["warm TTFT: same long prompt twice"] == (0.5, "≤ 1", "met")
     # 4 users at once must be well under llama-server's: 0.8 is under, not well under.
-    assert rows[f"warm TTFT: {compare.AT_ONCE}"] == (0.8, f"≤ {compare.WELL_UNDER}", "not met")
+    assert rows[f"warm TTFT: {AT_ONCE}"] == (0.8, f"≤ {WELL_UNDER}", "not met")
     assert rows["aggregate tok/s: 8 clients x 64 tokens"] == (round(80 / 70, 3), "≥ 1", "met")
 
 
 def test_markdown_names_the_machine_and_has_a_column_per_server(tmp_path) -> None:
-    md = compare.markdown(report())
+    md = markdown(report())
     assert "CPU, 2 cores, 24 GiB" in md and "`m.gguf`" in md
     header = next(line for line in md.splitlines() if line.startswith("| scenario"))
     assert header.count("warm/cold") == 3
     assert "| same long prompt twice | 0.050 | 0.050 | 90/100 | 0.100 |" in md
     assert "| 0.200 | 0.200 | n/a |" in md  # llama-cpp-python reports no cached tokens
     readme = tmp_path / "README.md"
-    readme.write_text(f"a\n{compare.README_START}\nOLD-TABLE\n{compare.README_END}\nb\n")
-    assert compare.update_readme(md, readme)
+    readme.write_text(f"a\n{README_START}\nOLD-TABLE\n{README_END}\nb\n")
+    assert update_readme(md, readme)
     text = readme.read_text()
     assert (
         "OLD-TABLE" not in text and md in text and text.startswith("a\n") and text.endswith("b\n")
     )
-    compare.chart(report(), tmp_path / "c.png")
+    chart(report(), tmp_path / "c.png")
     assert (tmp_path / "c.png").stat().st_size > 1000
 
 
 def test_end_of_generation_tokens_are_biased_away(model_path: str) -> None:
-    bias = compare.eog_logit_bias(model_path)
+    bias = eog_logit_bias(model_path)
     assert bias and set(bias.values()) == {-100.0}
