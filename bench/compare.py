@@ -6,13 +6,15 @@
 
 One run holds every comparison of the project, so one table answers "where do we stand", and
 a change that helps one row and hurts another shows both:
-1. prefix reuse (bench/prefix.py): each server on its own (bench/peers.py: same model file, 2
-   threads, 8192 context, 4 slots), through every scenario in bench/core.py, then aggregate
-   decode at 1 and 8 clients. Cold references are the same prompt with a unique nonce at the
-   very start (`core.fresh_prefix`): no server can reuse any of it, and it needs nothing but the
-   OpenAI API. Every scenario makes fresh random documents, so no server starts warm;
+1. prefix reuse (bench/prefix.py): every server up at once (bench/peers.py: same model file, 2
+   threads, 8192 context, 4 slots), taking turns through every scenario in bench/core.py, then
+   aggregate decode at 1 and 8 clients (one server at a time: the others are idle). Cold
+   references are the same prompt with a unique nonce at the very start (`core.fresh_prefix`):
+   no server can reuse any of it, and it needs nothing but the OpenAI API. Every scenario makes
+   fresh random documents, so no server starts warm;
 2. single-stream decode and session churn (bench/decode_churn.py, `--no-decode-churn` skips):
-   the bare decode loop of this machine, then ours and llama-server at 2 slots (`-np 2`);
+   the bare decode loop of this machine, then ours and llama-server at 2 slots (`-np 2`), the
+   single-stream requests alternating between them;
    llama-cpp-python serves one request at a time, so it has no slots to churn;
 3. document QA (bench/doc_qa.py, `--no-doc-qa` skips): our collections against llama-server
    fed the same retrieved chunks.

@@ -2,13 +2,15 @@
 
     python -m bench.decode_churn [--quick] [--servers ours,llama-server] [--out DIR]
 
-Every server runs with 2 slots and 2 threads (`-np 2 -t 2 -c 8192`), one at a time, on the same
-model file; the bare decode loop (bench/decode_limit.py) is measured first, in its own process,
-as the limit of this machine.
+Every server runs with 2 slots and 2 threads (`-np 2 -t 2 -c 8192`) on the same model file; the
+bare decode loop (bench/decode_limit.py) is measured first, in its own process, as the limit of
+this machine. The servers are up together for the single-stream rows, which take turns between
+them (see `alternating`), and each churns alone while the other is idle.
 
 - single-stream decode: one request at a time, N tokens with end-of-generation ignored, streamed
   (tokens after the first / time after the first) and not streamed (the server's own
-  `timings.predicted_per_second` where it reports one, else tokens / whole request time);
+  `timings.predicted_per_second` where it reports one, else tokens / whole request time), the
+  median of 5 rounds;
 - session churn: one stream decodes throughout on one slot while S chat conversations of ~1.3k
   tokens take turns on the other: every turn after the first of each conversation finds its slot
   taken by another conversation and gets its history back from host memory. Reported: mean TTFT
@@ -45,13 +47,14 @@ NAMES = ("ours", "llama-server")  # llama-cpp-python has no slots to churn
 @dataclass(frozen=True)
 class Plan:
     decode_tokens: int  # per single-stream request
+    decode_rounds: int  # single-stream requests per server and mode (the median counts)
     sessions: int  # conversations taking turns on the free slot
     paragraphs: int  # of each conversation's document (~65 tokens each)
     turns: int  # per conversation (the first is cold)
 
 
-FULL = Plan(decode_tokens=400, sessions=6, paragraphs=20, turns=3)
-QUICK = Plan(decode_tokens=48, sessions=3, paragraphs=2, turns=2)
+FULL = Plan(decode_tokens=400, decode_rounds=5, sessions=6, paragraphs=20, turns=3)
+QUICK = Plan(decode_tokens=48, decode_rounds=1, sessions=3, paragraphs=2, turns=2)
 
 # (row, group, key, bound of ours / llama-server or None, lower is better): the table's rows.
 SPEC: list[tuple[str, str, str, float | None, bool]] = [
@@ -64,7 +67,7 @@ SPEC: list[tuple[str, str, str, float | None, bool]] = [
 
 
 def single_stream(base_url: str, n_tokens: int, bias: dict) -> dict:
-    """Tokens per second of one request at a time, streamed and not."""
+    """Tokens per second of one request, streamed and then not."""
     extra = {"ignore_eos": True, "logit_bias": bias}
     messages = [{"role": "user", "content": f"Tell a long story ({core.nonce()})."}]
     r = stream_chat(base_url, messages, max_tokens=n_tokens, **extra)
@@ -77,6 +80,23 @@ def single_stream(base_url: str, n_tokens: int, bias: dict) -> dict:
     timings = reply.get("timings") or {}
     whole = timings.get("predicted_per_second") or reply["usage"]["completion_tokens"] / elapsed
     return {"streamed_tok_s": streamed, "whole_tok_s": whole}
+
+
+def alternating(started: dict[str, peers.Peer], plan: Plan, bias: dict) -> dict[str, dict]:
+    """Single-stream decode of every started server, taking turns request by request.
+
+    The speed of this machine drifts by 10% and more over minutes (other tenants of the host):
+    measuring one server after the other would compare two different machines. Every server is
+    up (an idle one computes nothing) and the rounds alternate between them, so a drift hits
+    all alike; each figure is the median of the rounds."""
+    runs: dict[str, list[dict]] = {name: [] for name in started}
+    for _ in range(plan.decode_rounds):
+        for name, peer in started.items():
+            runs[name].append(single_stream(peer.base_url, plan.decode_tokens, bias))
+    return {
+        name: {key: statistics.median(r[key] for r in rounds) for key in rounds[0]}
+        for name, rounds in runs.items()
+    }
 
 
 class _Decoder(threading.Thread):
@@ -141,19 +161,11 @@ def churn(base_url: str, plan: Plan, bias: dict) -> dict:
     }
 
 
-def run_server(peer: peers.Peer, plan: Plan, bias: dict) -> dict:
-    with peer:
-        stream_chat(peer.base_url, [{"role": "user", "content": "Hello"}], max_tokens=2)
-        decode = single_stream(peer.base_url, plan.decode_tokens, bias)
-        print(f"{peer.name}: decode {decode}", flush=True)
-        swap = churn(peer.base_url, plan, bias)
-        print(f"{peer.name}: churn {swap}", flush=True)
-    return {"decode": decode, "churn": swap}
-
-
 def run(model: str, quick: bool, servers: list[str], bias: dict | None = None) -> dict:
-    """The bare loop, then every server of `servers` that is ours or llama-server; what fails is
-    recorded under "failed" and the rest goes on, so `bench.compare` keeps its other rows."""
+    """The bare loop, then every server of `servers` that is ours or llama-server: all of them
+    up at once for the single-stream rows (alternating), then the churn of each alone (the other
+    server idle). What fails is recorded under "failed" and the rest goes on, so `bench.compare`
+    keeps its other rows."""
     plan = QUICK if quick else FULL
     bias = peers.eog_logit_bias(model) if bias is None else bias
     report: dict = {"plan": plan.__dict__, "bare_loop": None, "servers": {}, "failed": {}}
@@ -164,12 +176,41 @@ def run(model: str, quick: bool, servers: list[str], bias: dict | None = None) -
     except Exception as e:
         report["failed"]["bare loop"] = f"{type(e).__name__}: {e}"
         print(f"bare loop: {report['failed']['bare loop']}", flush=True)
-    for name in [s for s in servers if s in NAMES]:
+    started: dict[str, peers.Peer] = {}
+
+    def failed(name: str, e: Exception) -> None:
+        # Not built, or it failed: the other server's rows still count.
+        report["failed"][name] = f"{type(e).__name__}: {e}"
+        print(f"{name}: {report['failed'][name]}", flush=True)
+        if name in started:
+            started.pop(name).stop()
+
+    try:
+        for name in [s for s in servers if s in NAMES]:
+            try:
+                peer = peers.make(name, model, slots=SLOTS).start()
+                started[name] = peer
+                stream_chat(peer.base_url, [{"role": "user", "content": "Hello"}], max_tokens=2)
+            except Exception as e:
+                failed(name, e)
         try:
-            report["servers"][name] = run_server(peers.make(name, model, slots=SLOTS), plan, bias)
-        except Exception as e:  # not built, or it failed: the other server's rows still count
-            report["failed"][name] = f"{type(e).__name__}: {e}"
-            print(f"{name}: {report['failed'][name]}", flush=True)
+            decode = alternating(started, plan, bias)
+        except Exception as e:
+            for name in list(started):
+                failed(name, e)
+            decode = {}
+        for name, peer in list(started.items()):
+            print(f"{name}: decode {decode[name]}", flush=True)
+            try:
+                swap = churn(peer.base_url, plan, bias)
+            except Exception as e:
+                failed(name, e)
+                continue
+            print(f"{name}: churn {swap}", flush=True)
+            report["servers"][name] = {"decode": decode[name], "churn": swap}
+    finally:
+        for peer in started.values():
+            peer.stop()
     return report
 
 

@@ -1,13 +1,14 @@
-"""bench.compare's prefix-reuse scenarios and aggregate decode rows, one server after another.
+"""bench.compare's prefix-reuse scenarios and aggregate decode rows, the servers taking turns.
 
-Each server is started on its own (bench/peers.py: 4 slots), warmed up with one short request,
-driven through every scenario in bench/core.py and the aggregate decode rows, and stopped before
-the next one starts. A scenario that fails is recorded and the others go on, so one broken
-scenario never costs a whole run.
+Every server is started (bench/peers.py: 4 slots) and warmed up with one short request; then each
+scenario in bench/core.py, and each aggregate decode row, runs on one server after the other
+(see `run`). A scenario that fails is recorded and the others go on, so one broken scenario never
+costs a whole run.
 """
 
 from __future__ import annotations
 
+import time
 import traceback
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -39,6 +40,7 @@ Scenario = Callable[[str, core.Cold], list[Row]]
 # every other slot), and how far under counts as well under.
 AT_ONCE = "shared system, 4 users at once"
 WELL_UNDER = 0.5
+PAUSE_S = 1.0  # after each server's turn: its idle work ends before the next server is timed
 
 
 def scenarios(plan: Plan, with_images: bool) -> list[tuple[str, Scenario]]:
@@ -91,8 +93,8 @@ def summarize(rows: list[Row]) -> dict:
     }
 
 
-def run_server(peer: peers.Peer, plan: Plan, bias: dict[str, float]) -> dict:
-    out: dict = {
+def _new_report(peer: peers.Peer) -> dict:
+    return {
         "command": peer.command,
         "notes": peer.notes,
         "log": str(peer.log_path.relative_to(ROOT)),
@@ -101,76 +103,95 @@ def run_server(peer: peers.Peer, plan: Plan, bias: dict[str, float]) -> dict:
         "throughput": {},
         "errors": {},
     }
-    print(f"\n== {peer.name}: starting ({' '.join(peer.command[:3])} ...)", flush=True)
-    with peer:
-        stream_chat(peer.base_url, [{"role": "user", "content": "Hello"}], max_tokens=2)
+
+
+def run_scenario(peer: peers.Peer, out: dict, group: str, scenario: Scenario) -> None:
+    """One scenario on one server, into its report; a failure is recorded, never raised."""
+    try:
+        rows = scenario(peer.base_url, core.fresh_prefix)
+    except Exception as e:  # one failing scenario must not lose the others
+        out["errors"][group] = f"{type(e).__name__}: {e}"
+        print(f"{peer.name:16} {group:44} FAILED: {e}", flush=True)
+        traceback.print_exc()
+        return
+    for name, warm, cold in rows:
+        out["rows"].append(
+            {"scenario": group, "name": name, "warm": warm.as_dict(), "cold": cold.as_dict()}
+        )
         print(
-            f"{'scenario':44} {'prompt':>6} {'cached':>6} {'cold s':>8} {'warm s':>8} "
-            f"{'warm/cold':>9}",
+            f"{peer.name:16} {name:44} {_tokens(warm.prompt_tokens):>6} "
+            f"{_tokens(warm.cached_tokens):>6} {cold.ttft:8.3f} {warm.ttft:8.3f} "
+            f"{warm.ttft / cold.ttft:9.3f}",
             flush=True,
         )
-        for group, scenario in scenarios(plan, peer.images):
-            try:
-                rows = scenario(peer.base_url, core.fresh_prefix)
-            except Exception as e:  # one failing scenario must not lose the others
-                out["errors"][group] = f"{type(e).__name__}: {e}"
-                print(f"{group:44} FAILED: {e}", flush=True)
-                traceback.print_exc()
-                continue
-            for name, warm, cold in rows:
-                out["rows"].append(
-                    {
-                        "scenario": group,
-                        "name": name,
-                        "warm": warm.as_dict(),
-                        "cold": cold.as_dict(),
-                    }
-                )
-                print(
-                    f"{name:44} {_tokens(warm.prompt_tokens):>6} {_tokens(warm.cached_tokens):>6} "
-                    f"{cold.ttft:8.3f} {warm.ttft:8.3f} {warm.ttft / cold.ttft:9.3f}",
-                    flush=True,
-                )
-            out["scenarios"][group] = summarize(rows)
-        for clients in (1, plan.clients):
-            key = throughput_name(clients, plan.client_tokens)
-            try:
-                rate, results = core.decode_throughput(
-                    peer.base_url, clients, plan.client_tokens, logit_bias=bias
-                )
-            except Exception as e:
-                out["errors"][key] = f"{type(e).__name__}: {e}"
-                print(f"{key}: FAILED: {e}", flush=True)
-                continue
-            out["throughput"][key] = {
-                "tokens_per_s": rate,
-                "results": [r.as_dict() for r in results],
-            }
-            print(f"aggregate decode, {key}: {rate:.1f} tok/s", flush=True)
-    return out
+    out["scenarios"][group] = summarize(rows)
+
+
+def run_throughput(peer: peers.Peer, out: dict, clients: int, tokens: int, bias: dict) -> None:
+    key = throughput_name(clients, tokens)
+    try:
+        rate, results = core.decode_throughput(peer.base_url, clients, tokens, logit_bias=bias)
+    except Exception as e:
+        out["errors"][key] = f"{type(e).__name__}: {e}"
+        print(f"{peer.name:16} {key}: FAILED: {e}", flush=True)
+        return
+    out["throughput"][key] = {"tokens_per_s": rate, "results": [r.as_dict() for r in results]}
+    print(f"{peer.name:16} aggregate decode, {key}: {rate:.1f} tok/s", flush=True)
+
+
+def _start(peer: peers.Peer, model: str) -> peers.Peer:
+    try:
+        peer.start()
+    except Exception as e:
+        if peer.name != "llama-server" or not peer.images:
+            raise
+        # The projector may not load in llama-server: run it without images.
+        print(f"llama-server did not start with --mmproj ({e}); again without", flush=True)
+        peer.stop()
+        peer = peers.llama_server(model).start()
+    stream_chat(peer.base_url, [{"role": "user", "content": "Hello"}], max_tokens=2)
+    return peer
 
 
 def run(
     chosen: list[peers.Peer], plan: Plan, bias: dict[str, float], model: str
 ) -> tuple[dict[str, dict], dict[str, str]]:
-    """(servers, failed): every chosen server's rows by name, and why any did not run."""
-    servers: dict[str, dict] = {}
+    """(servers, failed): every chosen server's rows by name, and why any did not run.
+
+    Every server is up at once and each scenario runs on one server after the other: this
+    machine's speed drifts by 10% and more over minutes (other tenants of the host), so running
+    all of one server's scenarios before the next server's would compare different machines.
+    A server between its turns computes nothing; the pause after each turn lets a server's idle
+    work (parking KV, prefilling the next turn's boundary) end before the next one is timed."""
     failed: dict[str, str] = {}
-    for peer in chosen:
-        try:
-            servers[peer.name] = run_server(peer, plan, bias)
-        except Exception as e:
-            if peer.name == "llama-server" and peer.images:
-                # The projector may not load in llama-server: run it without images.
-                print(f"llama-server did not start with --mmproj ({e}); again without")
-                peer = peers.llama_server(model)
-                try:
-                    servers[peer.name] = run_server(peer, plan, bias)
-                    continue
-                except Exception as again:
-                    e = again
-            failed[peer.name] = f"{type(e).__name__}: {e}"
-            print(f"{peer.name} failed: {e} (log: {peer.log_path})", flush=True)
+    started: list[peers.Peer] = []
+    try:
+        for peer in chosen:
+            print(f"\n== {peer.name}: starting ({' '.join(peer.command[:3])} ...)", flush=True)
+            try:
+                started.append(_start(peer, model))
+            except Exception as e:
+                peer.stop()
+                failed[peer.name] = f"{type(e).__name__}: {e}"
+                print(f"{peer.name} failed: {e} (log: {peer.log_path})", flush=True)
+        servers = {peer.name: _new_report(peer) for peer in started}
+        print(
+            f"{'server':16} {'scenario':44} {'prompt':>6} {'cached':>6} {'cold s':>8} "
+            f"{'warm s':>8} {'warm/cold':>9}",
+            flush=True,
+        )
+        for group, scenario in scenarios(plan, with_images=True):
+            for peer in started:
+                if group in dict(scenarios(plan, peer.images)):
+                    run_scenario(peer, servers[peer.name], group, scenario)
+                    time.sleep(PAUSE_S)
+        for clients in (1, plan.clients):
+            for peer in started:
+                run_throughput(peer, servers[peer.name], clients, plan.client_tokens, bias)
+                time.sleep(PAUSE_S)
+    finally:
+        for peer in started:
+            peer.stop()
     return servers, failed
 
 

@@ -124,6 +124,8 @@ class Model:
         self.n_batch = llama_cpp.llama_n_batch(self._ctx)
         self.n_seq_max = llama_cpp.llama_n_seq_max(self._ctx)
         self.n_vocab = llama_cpp.llama_vocab_n_tokens(self._vocab)
+        self._pieces: dict[int, bytes] = {}  # token (~token: special) -> its piece
+        self._eog: dict[int, bool] = {}
         self.n_ctx_train = llama_cpp.llama_model_n_ctx_train(self._model)
         self.bos = llama_cpp.llama_vocab_bos(self._vocab)
         self.eos = llama_cpp.llama_vocab_eos(self._vocab)
@@ -153,6 +155,17 @@ class Model:
         return list(buf[:n])
 
     def token_to_piece(self, token: int, special: bool = False) -> bytes:
+        # The vocabulary never changes: a token's piece is computed once. The ctypes call it
+        # saves releases the GIL, and on the engine thread every release mid-step lets the HTTP
+        # thread in first (~20 us a token measured in the server). A dict's get and set are
+        # atomic, so any thread may call this.
+        key = token if not special else ~token
+        piece = self._pieces.get(key)
+        if piece is None:
+            piece = self._pieces[key] = self._piece(token, special)
+        return piece
+
+    def _piece(self, token: int, special: bool) -> bytes:
         # A buffer per call: tokenizing and detokenizing are safe from any thread this way.
         buf = ctypes.create_string_buffer(64)
         n = llama_cpp.llama_token_to_piece(self._vocab, token, buf, len(buf), 0, special)
@@ -165,7 +178,11 @@ class Model:
         return b"".join(self.token_to_piece(t, special) for t in tokens).decode("utf-8", "replace")
 
     def is_eog(self, token: int) -> bool:
-        return bool(llama_cpp.llama_vocab_is_eog(self._vocab, token))
+        # Cached like pieces: each ctypes call lets the HTTP thread take the GIL mid-step.
+        eog = self._eog.get(token)
+        if eog is None:
+            eog = self._eog[token] = bool(llama_cpp.llama_vocab_is_eog(self._vocab, token))
+        return eog
 
     def token_text(self, token: int) -> str:
         return self.token_to_piece(token, special=True).decode("utf-8", "replace")

@@ -11,6 +11,7 @@ import random
 from dataclasses import dataclass
 
 import llama_cpp
+import numpy as np
 
 
 @dataclass(slots=True)
@@ -55,6 +56,10 @@ class Sampler:
         last_n = n_ctx if params.repeat_last_n < 0 else min(params.repeat_last_n, n_ctx)
         self.params = params
         self._last_n = last_n
+        self._n_vocab = n_vocab
+        # Greedy with nothing to apply first is an argmax: numpy over the logits in place costs
+        # a fraction of the chain's n_vocab candidate array, on every generated token.
+        self._argmax = params.greedy and not params.grammar and not params.has_penalties
         chain = llama_cpp.llama_sampler_chain_init(llama_cpp.llama_sampler_chain_default_params())
         add = llama_cpp.llama_sampler_chain_add
         if params.grammar:
@@ -98,6 +103,9 @@ class Sampler:
 
     def sample(self, ctx: llama_cpp.llama_context_p, batch_index: int) -> int:
         """Sample from the logits of batch row `batch_index`; also accepts the token."""
+        if self._argmax:  # the first maximum on a tie, as llama.cpp's greedy sampler
+            logits = llama_cpp.llama_get_logits_ith(ctx, batch_index)
+            return int(np.ctypeslib.as_array(logits, shape=(self._n_vocab,)).argmax())
         return llama_cpp.llama_sampler_sample(self._chain, ctx, batch_index)
 
     def close(self) -> None:

@@ -1,5 +1,7 @@
 from __future__ import annotations
 
+from app.engine.config import EngineConfig
+from app.engine.model import Model
 from app.engine.sampler import Sampler, SamplingParams
 
 
@@ -21,3 +23,36 @@ def test_greedy_and_penalty_flags():
     assert not SamplingParams().has_penalties
     assert SamplingParams(repeat_penalty=1.1).has_penalties
     assert not SamplingParams(repeat_penalty=1.1, repeat_last_n=0).has_penalties
+
+
+def test_plain_greedy_is_the_argmax_the_sampler_chain_would_pick(model_path: str):
+    """The numpy fast path must pick what llama.cpp's greedy sampler picks, token after token;
+    anything applied before the choice (penalties, a grammar) keeps the chain."""
+    model = Model(EngineConfig(model_path=model_path, n_ctx=256, n_parallel=1))
+    fast = Sampler(SamplingParams(temperature=0), model.n_vocab, model.n_ctx, model.vocab)
+    chain = Sampler(SamplingParams(temperature=0), model.n_vocab, model.n_ctx, model.vocab)
+    chain._argmax = False  # the same params through llama.cpp's chain
+    penalised = Sampler(SamplingParams(temperature=0, repeat_penalty=1.3), model.n_vocab, 256)
+    grammar = Sampler(
+        SamplingParams(temperature=0, grammar='root ::= "yes"'), model.n_vocab, 256, model.vocab
+    )
+    batch = model.new_batch()
+    try:
+        assert fast._argmax and not penalised._argmax and not grammar._argmax
+        tokens = model.tokenize("The capital of France is")
+        for i, token in enumerate(tokens):
+            row = batch.add(token, i, 0, i == len(tokens) - 1)
+        picked = []
+        for pos in range(len(tokens), len(tokens) + 8):
+            assert model.decode(batch) == 0
+            token = fast.sample(model.ctx, row)
+            assert token == chain.sample(model.ctx, row)
+            picked.append(token)
+            batch.clear()
+            row = batch.add(token, pos, 0, True)
+        assert len(set(picked)) > 1  # a real continuation, not one token over and over
+    finally:
+        batch.close()
+        for s in (fast, chain, penalised, grammar):
+            s.close()
+        model.close()
