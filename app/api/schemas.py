@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, model_validator
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from app.chat.messages import ChatMessage, ContentPart
 from app.engine.request import GenerationRequest
@@ -73,6 +73,9 @@ class GenerationFields(BaseModel):
     stop: str | list[str] | None = None
     n: int = Field(default=1, ge=1, le=1, description="only n=1 is supported")
     ignore_eos: bool = False
+    # OpenAI's map of token id -> bias (-100..100), or llama-server's [[token id, bias]] pairs
+    # where a bias of false bans the token.
+    logit_bias: dict[str, float] | list[tuple[int, float | bool]] | None = None
     cache_prompt: bool | None = None
     # Tenant isolation (as vLLM's cache_salt): prefixes cached under one salt are never reused
     # under another, so response times reveal nothing across tenants.
@@ -104,6 +107,29 @@ class GenerationFields(BaseModel):
             raise ValueError("at most 4 stop sequences")
         return self
 
+    @field_validator("logit_bias")
+    @classmethod
+    def _bias_range(
+        cls, v: dict[str, float] | list[tuple[int, float | bool]]
+    ) -> dict[str, float] | list[tuple[int, float | bool]]:
+        items = v.items() if isinstance(v, dict) else v
+        for key, bias in items:
+            if isinstance(v, dict) and not key.lstrip("-").isdigit():
+                raise ValueError(f"logit_bias keys are token ids, got {key!r}")
+            if bias is not False and not -100.0 <= float(bias) <= 100.0:
+                raise ValueError(f"a logit bias must be between -100 and 100, got {bias}")
+        return v
+
+    def bias_pairs(self) -> tuple[tuple[int, float], ...]:
+        """(token, bias) of logit_bias; a ban (false, or -100 as OpenAI means it) is -inf."""
+        if not self.logit_bias:
+            return ()
+        items = self.logit_bias.items() if isinstance(self.logit_bias, dict) else self.logit_bias
+        return tuple(
+            (int(t), float("-inf") if b is False or float(b) <= -100.0 else float(b))
+            for t, b in items
+        )
+
     def stop_list(self) -> list[str]:
         if self.stop is None:
             return []
@@ -123,6 +149,7 @@ class GenerationFields(BaseModel):
             repeat_last_n=self.repeat_last_n,
             frequency_penalty=self.frequency_penalty,
             presence_penalty=self.presence_penalty,
+            logit_bias=self.bias_pairs(),
         )
 
     def generation(

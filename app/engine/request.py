@@ -77,6 +77,13 @@ class GenerationRequest:
                 f"id_slot {self.id_slot} does not exist: this server has slots 0..{n_slots - 1}",
                 param="id_slot",
             )
+        for token, _ in self.sampling.logit_bias:
+            if not 0 <= token < n_vocab:
+                raise RequestError(
+                    f"logit_bias names token {token}, which is not in the model's vocabulary "
+                    f"(0..{n_vocab - 1})",
+                    param="logit_bias",
+                )
         if self.logprobs is not None and not 0 <= self.logprobs <= 20:
             raise RequestError("top_logprobs must be between 0 and 20", param="top_logprobs")
         if self.max_tokens is not None and self.max_tokens < 1:

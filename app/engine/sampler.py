@@ -1,8 +1,8 @@
 """Per-request sampling: `SamplingParams` (plain data) and `Sampler` (a llama.cpp sampler chain).
 
-The chain order follows llama.cpp's common sampler: penalties -> top_k -> top_p -> min_p ->
-temperature -> dist. Temperature <= 0 is greedy (argmax after penalties), which makes replies
-reproducible and comparable with and without cache.
+The chain order follows llama.cpp's common sampler: logit bias -> penalties -> top_k -> top_p ->
+min_p -> temperature -> dist. Temperature <= 0 is greedy (argmax after bias and penalties), which
+makes replies reproducible and comparable with and without cache.
 """
 
 from __future__ import annotations
@@ -27,6 +27,9 @@ class SamplingParams:
     presence_penalty: float = 0.0
     # GBNF grammar the reply must follow (response_format), as llama-server's grammar sampler.
     grammar: str | None = None
+    # (token, bias) added to the token's logit before anything else (OpenAI's logit_bias);
+    # -inf bans the token.
+    logit_bias: tuple[tuple[int, float], ...] = ()
 
     @property
     def greedy(self) -> bool:
@@ -59,7 +62,8 @@ class Sampler:
         self._n_vocab = n_vocab
         # Greedy with nothing to apply first is an argmax: numpy over the logits in place costs
         # a fraction of the chain's n_vocab candidate array, on every generated token.
-        self._argmax = params.greedy and not params.grammar and not params.has_penalties
+        plain = not params.grammar and not params.has_penalties and not params.logit_bias
+        self._argmax = params.greedy and plain
         chain = llama_cpp.llama_sampler_chain_init(llama_cpp.llama_sampler_chain_default_params())
         add = llama_cpp.llama_sampler_chain_add
         if params.grammar:
@@ -69,6 +73,11 @@ class Sampler:
                 llama_cpp.llama_sampler_free(chain)
                 raise ValueError("the grammar of response_format could not be parsed")
             add(chain, grammar)
+        if params.logit_bias:
+            biases = (llama_cpp.llama_logit_bias * len(params.logit_bias))(
+                *(llama_cpp.llama_logit_bias(t, b) for t, b in params.logit_bias)
+            )
+            add(chain, llama_cpp.llama_sampler_init_logit_bias(n_vocab, len(biases), biases))
         if params.has_penalties:
             add(
                 chain,

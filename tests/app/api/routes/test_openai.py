@@ -568,3 +568,39 @@ def test_restart_with_cache_dir_serves_the_prefix_from_disk(tmp_path):
         assert usage["prompt_tokens_details"]["cached_tokens"] == usage["prompt_tokens"] - 1
         assert reply["timings"]["cache_sources"]["disk"] == usage["prompt_tokens"] - 1
         assert "skipping cache file junk.kvstate" in second.log()
+
+
+def test_logit_bias_bans_and_forces_tokens_and_bad_biases_are_refused(server: ServerProcess):
+    url = server.base_url
+    body = {"prompt": "The capital of France is", "max_tokens": 3, "temperature": 0}
+
+    def complete(**extra: object) -> dict:
+        resp = httpx.post(url + "/v1/completions", json={**body, **extra}, timeout=60)
+        assert resp.status_code == 200, resp.text
+        return resp.json()
+
+    def tokens(text: str) -> list[int]:
+        resp = httpx.post(url + "/tokenize", json={"content": text}, timeout=60)
+        return resp.json()["tokens"]
+
+    plain = complete()["choices"][0]["text"]
+    first = tokens(plain)[0]
+    # OpenAI's map: -100 bans the greedy choice, so the reply starts otherwise.
+    banned = complete(logit_bias={str(first): -100})["choices"][0]["text"]
+    assert tokens(banned)[0] != first
+    # llama-server's pairs: a large bias makes a token win every step.
+    forced_token = tokens(" banana")[0]
+    forced = complete(logit_bias=[[forced_token, 100]])["choices"][0]["text"]
+    assert forced.startswith(" banana")
+    # false bans, as in llama-server
+    assert tokens(complete(logit_bias=[[first, False]])["choices"][0]["text"])[0] != first
+
+    for bad, words in (
+        ({"abc": 1}, "token ids"),
+        ({str(first): 500}, "between -100 and 100"),
+        ({"99999999": 1}, "vocabulary"),
+    ):
+        resp = httpx.post(url + "/v1/completions", json={**body, "logit_bias": bad}, timeout=60)
+        assert resp.status_code == 400, resp.text
+        error = error_of(resp)
+        assert words in error["message"] and error["param"] == "logit_bias", error
