@@ -60,10 +60,11 @@ class Sampler:
         self.params = params
         self._last_n = last_n
         self._n_vocab = n_vocab
-        # Greedy with nothing to apply first is an argmax: numpy over the logits in place costs
-        # a fraction of the chain's n_vocab candidate array, on every generated token.
-        plain = not params.grammar and not params.has_penalties and not params.logit_bias
-        self._argmax = params.greedy and plain
+        # Greedy without a grammar or penalties is an argmax (of the biased logits): numpy over
+        # the logits costs a fraction of the chain's n_vocab candidate array, on every token.
+        self._argmax = params.greedy and not params.grammar and not params.has_penalties
+        self._bias_ids = np.array([t for t, _ in params.logit_bias], dtype=np.intp)
+        self._bias = np.array([b for _, b in params.logit_bias], dtype=np.float32)
         chain = llama_cpp.llama_sampler_chain_init(llama_cpp.llama_sampler_chain_default_params())
         add = llama_cpp.llama_sampler_chain_add
         if params.grammar:
@@ -113,8 +114,12 @@ class Sampler:
     def sample(self, ctx: llama_cpp.llama_context_p, batch_index: int) -> int:
         """Sample from the logits of batch row `batch_index`; also accepts the token."""
         if self._argmax:  # the first maximum on a tie, as llama.cpp's greedy sampler
-            logits = llama_cpp.llama_get_logits_ith(ctx, batch_index)
-            return int(np.ctypeslib.as_array(logits, shape=(self._n_vocab,)).argmax())
+            ptr = llama_cpp.llama_get_logits_ith(ctx, batch_index)
+            logits = np.ctypeslib.as_array(ptr, shape=(self._n_vocab,))
+            if len(self._bias):  # on a copy: logprobs read the raw logits afterwards
+                logits = logits.copy()
+                np.add.at(logits, self._bias_ids, self._bias)  # a repeated id adds up
+            return int(logits.argmax())
         return llama_cpp.llama_sampler_sample(self._chain, ctx, batch_index)
 
     def close(self) -> None:

@@ -32,27 +32,38 @@ def test_plain_greedy_is_the_argmax_the_sampler_chain_would_pick(model_path: str
     fast = Sampler(SamplingParams(temperature=0), model.n_vocab, model.n_ctx, model.vocab)
     chain = Sampler(SamplingParams(temperature=0), model.n_vocab, model.n_ctx, model.vocab)
     chain._argmax = False  # the same params through llama.cpp's chain
+    # Biases that change the choice at some steps: the greedy token banned at the first one,
+    # and one token pushed up (twice: repeated entries add up, as in llama.cpp).
+    biased = SamplingParams(temperature=0, logit_bias=((13, 7.0), (13, 7.0), (1, float("-inf"))))
+    fast_biased = Sampler(biased, model.n_vocab, model.n_ctx, model.vocab)
+    chain_biased = Sampler(biased, model.n_vocab, model.n_ctx, model.vocab)
+    chain_biased._argmax = False
     penalised = Sampler(SamplingParams(temperature=0, repeat_penalty=1.3), model.n_vocab, 256)
     grammar = Sampler(
         SamplingParams(temperature=0, grammar='root ::= "yes"'), model.n_vocab, 256, model.vocab
     )
     batch = model.new_batch()
     try:
-        assert fast._argmax and not penalised._argmax and not grammar._argmax
+        assert fast._argmax and fast_biased._argmax
+        assert not penalised._argmax and not grammar._argmax
         tokens = model.tokenize("The capital of France is")
         for i, token in enumerate(tokens):
             row = batch.add(token, i, 0, i == len(tokens) - 1)
-        picked = []
+        picked, changed = [], 0
         for pos in range(len(tokens), len(tokens) + 8):
             assert model.decode(batch) == 0
             token = fast.sample(model.ctx, row)
             assert token == chain.sample(model.ctx, row)
+            biased_pick = fast_biased.sample(model.ctx, row)
+            assert biased_pick == chain_biased.sample(model.ctx, row)
+            changed += biased_pick != token
             picked.append(token)
             batch.clear()
             row = batch.add(token, pos, 0, True)
         assert len(set(picked)) > 1  # a real continuation, not one token over and over
+        assert changed  # the biases mattered somewhere
     finally:
         batch.close()
-        for s in (fast, chain, penalised, grammar):
+        for s in (fast, chain, penalised, grammar, fast_biased, chain_biased):
             s.close()
         model.close()
