@@ -1,5 +1,8 @@
 """`Engine`: one thread that owns the llama context and runs the scheduler loop.
 
+The loop takes in submitted tasks, admits waiting ones to slots (prefix reuse, parking idle KV)
+and runs one `Stepper` step (app/engine/stepper.py: plan, llama_decode, sample) at a time.
+
 The HTTP event loop never calls llama.cpp: it submits a Task and awaits its events, which the
 engine thread hands over with `loop.call_soon_threadsafe`. `llama_decode` is a ctypes call, which
 releases the GIL, so the event loop keeps serving while a batch is computed.
@@ -20,14 +23,14 @@ from concurrent.futures import Future
 from app.cache.disk_cache import DiskCache
 from app.cache.host_cache import HostCache
 from app.engine.config import EngineConfig
-from app.engine.kv_room import make_room
 from app.engine.model import Model
 from app.engine.outbox import Outbox
 from app.engine.prefix_reuse import PrefixReuse
 from app.engine.request import GenerationRequest, RequestError
 from app.engine.sampler import Sampler
-from app.engine.scheduler import Planned, Scheduler
+from app.engine.scheduler import Scheduler
 from app.engine.slot import Slot, SlotInfo
+from app.engine.stepper import Stepper
 from app.engine.stream import EngineStream
 from app.engine.task import Sink, Task
 from app.engine.vision import Vision
@@ -51,9 +54,10 @@ class Engine:
             self.model, self.scheduler, host, disk, config.cache_reuse, wake=self._wake.set
         )
         self.vision: Vision | None = None  # built on the engine thread by start()
+        self.stepper = Stepper(self.model, self.scheduler, self.reuse)
+        self.stepper.n_ctx_request = self.n_ctx_request
         self._calls: list[tuple[Callable[[], object], Future]] = []
         self.outbox = Outbox()  # events of a step, one event-loop wake-up per step
-        self._batch = self.model.new_batch()
         self._inbox: list[Task] = []
         self._lock = threading.Lock()
         self._stopping = False
@@ -82,8 +86,9 @@ class Engine:
                 self.vision = Vision(
                     self.model, cfg.mmproj_path, cfg.n_threads, cfg.encoder_cache_bytes
                 )
+                self.stepper.vision = self.vision
             if self.config.warmup:
-                self._warmup()
+                self.stepper.warmup()
         except BaseException as e:
             self._stopping = True
             ready.set_exception(e)
@@ -117,16 +122,8 @@ class Engine:
             return  # still inside llama_decode: freeing now would crash
         if self.vision is not None:
             self.vision.close()
-        self._batch.close()
+        self.stepper.close()
         self.model.close()
-
-    def _warmup(self) -> None:
-        # The first llama_decode pays one-off setup costs; pay them before the first request.
-        batch = self.model.new_batch()
-        batch.add(self.model.bos if self.model.bos >= 0 else 0, 0, 0, True)
-        self.model.decode(batch)
-        batch.close()
-        self.model.clear()
 
     # --- submission (any thread) ----------------------------------------------------------------
 
@@ -172,20 +169,8 @@ class Engine:
         with self._lock:
             self._check_queue_room()
 
-    def _check_queue_room(self) -> None:
-        """Refuse a request that would wait behind max_queue others (caller holds the lock)."""
-        limit = self.config.max_queue
-        idle = sum(1 for s in self.scheduler.slots if s.idle)
-        queued = [*self.scheduler.waiting, *self._inbox]
-        waiting = sum(1 for t in queued if not t.request.background)
-        if limit and waiting - idle >= limit:
-            retry = 1 + waiting // len(self.scheduler.slots)  # a rough turn of the queue
-            raise RequestError(
-                f"the server is busy: {waiting} requests are waiting for a slot; retry later",
-                code="unavailable",
-                status=503,
-                headers={"Retry-After": str(retry)},
-            )
+    def _check_queue_room(self) -> None:  # the caller holds the lock
+        self.scheduler.check_queue_room(self.config.max_queue, self._inbox)
 
     def cancel(self, task: Task) -> None:
         task.cancelled = True
@@ -211,7 +196,7 @@ class Engine:
                 try:
                     self._intake()
                     if self.scheduler.has_work:
-                        self._step()
+                        self.stepper.step()
                         self.outbox.flush()
                         if self._park_pending:
                             self._park_pending = self.reuse.park_idle(save=True)
@@ -225,13 +210,13 @@ class Engine:
                         due = max(due, self._last_busy + self.config.idle_prefill_delay)
                     now = time.monotonic()
                     if due is not None and due <= now:
-                        self._step()
+                        self.stepper.step()
                         continue
                     self._wake.wait(timeout=1.0 if due is None else due - now)
                     self._wake.clear()
                 except Exception:  # a bug in one step must not kill the server
                     log.exception("engine step failed; failing the active requests")
-                    self._fail_active()
+                    self.stepper.fail_active()
                     self.outbox.flush()
         except BaseException:
             log.exception("engine thread died")
@@ -247,12 +232,6 @@ class Engine:
             for task in list(self.scheduler.active) + list(self.scheduler.waiting) + pending:
                 task.fail("the server is shutting down", status=503, code="unavailable")
             self.outbox.flush()
-
-    def _fail_active(self) -> None:
-        for task in list(self.scheduler.active):
-            self.scheduler.slot_of(task).erase(self.model)
-            task.fail("internal error while generating")
-            self.scheduler.release(task)
 
     def call(self, fn: Callable[[], object]) -> Future:
         """Run fn on the engine thread between steps (for state only it may touch)."""
@@ -279,21 +258,13 @@ class Engine:
         for task in new:
             self.scheduler.enqueue(task)
             self.reuse.prefetch(task)
-        self._expire(time.monotonic())
+        for task in self.scheduler.past_deadline(time.monotonic()):
+            limit = self.config.request_timeout
+            task.fail(f"the request exceeded the time limit of {limit:g} s", 504, "timeout")
         for task in self.scheduler.take_cancelled():
             task.finish("cancelled")  # no-op if it already finished
         while (admission := self.scheduler.next_admission()) is not None:
             self._admit(*admission)
-
-    def _expire(self, now: float) -> None:
-        """Fail requests past their time limit, queued or running (the slot keeps its KV)."""
-        for task in [*self.scheduler.waiting, *self.scheduler.active]:
-            if task.deadline is not None and now >= task.deadline and not task.done:
-                task.fail(
-                    f"the request exceeded the time limit of {self.config.request_timeout:g} s",
-                    status=504,
-                    code="timeout",
-                )
 
     def _admit(self, task: Task, slot: Slot) -> None:
         prompt = task.request.prompt
@@ -323,46 +294,3 @@ class Engine:
         if tail and delay >= 0 and slot.cache.n_pos + len(tail) < self.model.n_ctx:
             slot.tail, slot.tail_due = tail, time.monotonic() + delay
         self.scheduler.release(task)
-
-    def _eval_media(self) -> None:
-        """Evaluate the images that are next in prompts being prefilled (the vision helper runs
-        its own llama_decode; text prefill and decoding go on in the next step)."""
-        for task in list(self.scheduler.active):
-            if not task.prefilling or task.done:
-                continue
-            slot = self.scheduler.slot_of(task)
-            try:
-                self.vision.prefill_next(task, slot)
-            except Exception as e:  # no room in the KV, or the projector failed
-                log.warning("image of task %d failed: %s", task.id, e)
-                slot.erase(self.model)  # the image may be half in the KV
-                task.fail(f"could not evaluate the image: {e}", status=503, code="unavailable")
-                self.scheduler.release(task)
-
-    def _step(self) -> None:
-        if self.vision is not None:
-            self._eval_media()
-        planned = self.scheduler.plan(self._batch, time.monotonic())
-        if not planned:
-            return
-        status = self.model.decode(self._batch)
-        if status == 1 and make_room(self.scheduler, self.reuse, self.model, planned):
-            return  # room was made or a task was dropped: plan again next step
-        if status != 0:
-            raise RuntimeError(f"llama_decode returned {status}")
-        self.scheduler.commit(planned)
-        self._sample(planned)
-
-    def _sample(self, planned: list[Planned]) -> None:
-        n_ctx, n_request = self.model.n_ctx, self.n_ctx_request
-        for p in planned:
-            task = p.task
-            if task is None or p.row is None or task.done:
-                continue
-            token = task.sampler.sample(self.model.ctx, p.row)
-            room_left = min(n_ctx, n_request) - p.slot.cache.n_pos - 1
-            piece = self.model.token_to_piece(token)
-            n_top = task.request.logprobs
-            logprob = self.model.logprob(p.row, token, n_top) if n_top is not None else None
-            # A task that ends here has released its slot (Task._close -> _closed) already.
-            task.on_token(token, piece, self.model.is_eog(token), room_left, logprob)

@@ -14,11 +14,9 @@ import ctypes
 import logging
 
 import llama_cpp
-import numpy as np
 
 from app.engine.batch import Batch
 from app.engine.config import EngineConfig
-from app.engine.events import TokenLogprob
 from mm.compute_thread import ComputeThread
 from mm.ggml_log import log_callback
 
@@ -206,24 +204,6 @@ class Model:
         Owner thread only (raises WrongThreadError otherwise)."""
         self.compute.check("decode")
         return llama_cpp.llama_decode(self._ctx, batch.raw)
-
-    def logprob(self, row: int, token: int, n_top: int) -> TokenLogprob:
-        """Log-softmax of batch row `row`'s raw logits: the token's logprob and the n_top best."""
-        ptr = llama_cpp.llama_get_logits_ith(self._ctx, row)
-        logits = np.ctypeslib.as_array(ptr, shape=(self.n_vocab,)).astype(np.float64)
-        shifted = logits - logits.max()
-        logprobs = shifted - np.log(np.exp(shifted).sum())
-
-        def entry(t: int) -> tuple[str, float, list[int]]:
-            raw = self.token_to_piece(t)
-            return raw.decode("utf-8", "replace"), float(logprobs[t]), list(raw)
-
-        top: list[tuple[str, float, list[int]]] = []
-        if n_top > 0:
-            best = np.argpartition(-logprobs, n_top)[:n_top]
-            top = [entry(int(t)) for t in best[np.argsort(-logprobs[best])]]
-        text, value, raw = entry(token)
-        return TokenLogprob(text, value, raw, top)
 
     @property
     def ctx(self) -> llama_cpp.llama_context_p:

@@ -11,6 +11,7 @@ from collections import deque
 from dataclasses import dataclass, field
 
 from app.engine.batch import Batch
+from app.engine.request import RequestError
 from app.engine.slot import Slot
 from app.engine.task import Task
 
@@ -47,6 +48,25 @@ class Scheduler:
 
     def enqueue(self, task: Task) -> None:
         self.waiting.append(task)
+
+    def check_queue_room(self, limit: int, inbox: list[Task]) -> None:
+        """Refuse (503) a request that would wait behind `limit` others (0: no limit); `inbox`:
+        tasks submitted but not yet enqueued. Background tasks never count."""
+        idle = sum(1 for s in self.slots if s.idle)
+        waiting = sum(1 for t in (*self.waiting, *inbox) if not t.request.background)
+        if limit and waiting - idle >= limit:
+            retry = 1 + waiting // len(self.slots)  # a rough turn of the queue
+            raise RequestError(
+                f"the server is busy: {waiting} requests are waiting for a slot; retry later",
+                code="unavailable",
+                status=503,
+                headers={"Retry-After": str(retry)},
+            )
+
+    def past_deadline(self, now: float) -> list[Task]:
+        """Queued and running tasks past their time limit (to fail; a slot keeps its KV)."""
+        tasks = (*self.waiting, *self.active)
+        return [t for t in tasks if t.deadline is not None and now >= t.deadline and not t.done]
 
     def take_cancelled(self) -> list[Task]:
         """Remove cancelled tasks from the queue and from the active set; return them."""

@@ -1,0 +1,117 @@
+"""`Stepper`: one engine step, the only place a batch of tokens goes through llama_decode.
+
+A step evaluates the images next in prompts being prefilled (the vision helper runs its own
+llama_decode), plans one batch across the slots (decode tokens first, then prefill, idle prefill
+only when nothing else runs), decodes it, commits what was decoded to the slots' caches and
+samples a token for every row that asked for logits.
+
+Engine thread only, like every llama.cpp call that computes.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+
+import llama_cpp
+import numpy as np
+
+from app.engine.events import TokenLogprob
+from app.engine.kv_room import make_room
+from app.engine.model import Model
+from app.engine.prefix_reuse import PrefixReuse
+from app.engine.scheduler import Planned, Scheduler
+from app.engine.vision import Vision
+
+log = logging.getLogger(__name__)
+
+
+class Stepper:
+    def __init__(self, model: Model, scheduler: Scheduler, reuse: PrefixReuse) -> None:
+        self.model, self.scheduler, self.reuse = model, scheduler, reuse
+        self.vision: Vision | None = None  # set by the engine once built on its thread
+        self.n_ctx_request = model.n_ctx  # KV cells one request may use (the engine sets it)
+        self._batch = model.new_batch()
+
+    def close(self) -> None:
+        self._batch.close()
+
+    def warmup(self) -> None:
+        # The first llama_decode pays one-off setup costs; pay them before the first request.
+        batch = self.model.new_batch()
+        batch.add(self.model.bos if self.model.bos >= 0 else 0, 0, 0, True)
+        self.model.decode(batch)
+        batch.close()
+        self.model.clear()
+
+    def fail_active(self) -> None:
+        """A step raised: fail the running requests and erase their slots' KV, which may be
+        half written."""
+        for task in list(self.scheduler.active):
+            self.scheduler.slot_of(task).erase(self.model)
+            task.fail("internal error while generating")
+            self.scheduler.release(task)
+
+    def step(self) -> None:
+        if self.vision is not None:
+            self._eval_media()
+        planned = self.scheduler.plan(self._batch, time.monotonic())
+        if not planned:
+            return
+        status = self.model.decode(self._batch)
+        if status == 1 and make_room(self.scheduler, self.reuse, self.model, planned):
+            return  # room was made or a task was dropped: plan again next step
+        if status != 0:
+            raise RuntimeError(f"llama_decode returned {status}")
+        self.scheduler.commit(planned)
+        self._sample(planned)
+
+    def _eval_media(self) -> None:
+        """Evaluate the images that are next in prompts being prefilled (text prefill and
+        decoding go on in the next step)."""
+        assert self.vision is not None
+        for task in list(self.scheduler.active):
+            if not task.prefilling or task.done:
+                continue
+            slot = self.scheduler.slot_of(task)
+            try:
+                self.vision.prefill_next(task, slot)
+            except Exception as e:  # no room in the KV, or the projector failed
+                log.warning("image of task %d failed: %s", task.id, e)
+                slot.erase(self.model)  # the image may be half in the KV
+                task.fail(f"could not evaluate the image: {e}", status=503, code="unavailable")
+                self.scheduler.release(task)
+
+    def _sample(self, planned: list[Planned]) -> None:
+        model = self.model
+        room = min(model.n_ctx, self.n_ctx_request)
+        for p in planned:
+            task = p.task
+            if task is None or p.row is None or task.done:
+                continue
+            token = task.sampler.sample(model.ctx, p.row)
+            room_left = room - p.slot.cache.n_pos - 1
+            piece = model.token_to_piece(token)
+            n_top = task.request.logprobs
+            logprob = token_logprob(model, p.row, token, n_top) if n_top is not None else None
+            # A task that ends here has released its slot (Task._close -> _closed) already.
+            task.on_token(token, piece, model.is_eog(token), room_left, logprob)
+
+
+def token_logprob(model: Model, row: int, token: int, n_top: int) -> TokenLogprob:
+    """Log-softmax of batch row `row`'s raw logits: the token's logprob and the n_top best."""
+    ptr = llama_cpp.llama_get_logits_ith(model.ctx, row)
+    logits = np.ctypeslib.as_array(ptr, shape=(model.n_vocab,)).astype(np.float64)
+    shifted = logits - logits.max()
+    logprobs = shifted - np.log(np.exp(shifted).sum())
+
+    def entry(t: int) -> tuple[str, float, list[int]]:
+        raw = model.token_to_piece(t)
+        return raw.decode("utf-8", "replace"), float(logprobs[t]), list(raw)
+
+    top: list[tuple[str, float, list[int]]] = []
+    if n_top > 0:
+        best = np.argpartition(-logprobs, n_top)[:n_top]
+        top = [entry(int(t)) for t in best[np.argsort(-logprobs[best])]]
+    text, value, raw = entry(token)
+    return TokenLogprob(text, value, raw, top)
