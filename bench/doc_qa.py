@@ -3,7 +3,7 @@
     python -m bench.doc_qa [--quick] [--servers ours,llama-server] [--out DIR]
 
 A corpus of generated documents (one topic each) goes into a collection on our server; then
-questions over Zipf-popular topics are asked (top 4 chunks):
+questions over Zipf-popular topics are asked (top 4 chunks; both from bench/doc_qa_workload.py):
 - ours: `POST /v1/collections/{id}/ask` (the chunks laid out cached-first, then canonical),
   asked once the server has prefilled the documents into its cache while idle; and again on
   a server started with `--doc-prefill-tokens 0` (the layout alone);
@@ -25,14 +25,13 @@ import random
 import statistics
 import sys
 import time
-from dataclasses import dataclass
 from pathlib import Path
 
 import httpx
 
 from bench import peers
 from bench.client import Result, stream, stream_chat
-from bench.core import TOPICS
+from bench.doc_qa_workload import FULL, QUICK, Plan, corpus, questions
 from bench.targets import Target, target
 from tests.server import ROOT
 
@@ -40,81 +39,11 @@ RESULTS = ROOT / "bench" / "results"
 TOP_K = 4
 SCORE_ORDER = "llama-server, score order"  # the row the target compares ours with
 MAX_TOKENS = 8
-WORDS = [
-    "stone",
-    "river",
-    "market",
-    "lantern",
-    "harvest",
-    "copper",
-    "window",
-    "garden",
-    "ledger",
-    "signal",
-    "meadow",
-    "anchor",
-    "timber",
-    "valley",
-    "beacon",
-    "orchard",
-    "quarry",
-    "furnace",
-    "compass",
-    "harbour",
-    "archive",
-    "canal",
-    "bridge",
-    "tower",
-]
 # The prompt text around the chunks, as our server builds it (app/docs/doc_prompt.py).
 SYSTEM = (
     "You answer questions from the numbered sources you are given. Cite the sources you use by "
     "their number, like [1]. If the sources do not hold the answer, say so."
 )
-
-
-@dataclass(frozen=True)
-class Plan:
-    documents: int
-    paragraphs: int  # per document (~65 tokens each)
-    questions: int
-    topics: int
-
-
-FULL = Plan(documents=30, paragraphs=4, questions=40, topics=10)
-QUICK = Plan(documents=6, paragraphs=1, questions=6, topics=3)
-
-
-def corpus(plan: Plan, rnd: random.Random) -> list[tuple[str, str, str]]:
-    """(filename, topic, text) per document; each document is about one topic."""
-    docs = []
-    for i in range(plan.documents):
-        topic = TOPICS[i % plan.topics]
-        paragraphs = []
-        for p in range(plan.paragraphs):
-            words = " ".join(rnd.choice(WORDS) for _ in range(40))
-            paragraphs.append(
-                f"Note {p + 1} on the {topic} of district {i}: the {topic} keep records of "
-                f"{words}. People who study {topic} remember this."
-            )
-        docs.append((f"{topic}-{i}.txt", topic, "\n\n".join(paragraphs)))
-    return docs
-
-
-def questions(plan: Plan, rnd: random.Random) -> list[str]:
-    """Zipf-popular topics (s = 1.1), phrased a few ways."""
-    weights = [1 / (k + 1) ** 1.1 for k in range(plan.topics)]
-    forms = [
-        "What do the notes say about the {t}?",
-        "Summarise what is recorded about {t}.",
-        "Which records do the {t} keep?",
-        "Tell me about the {t}.",
-    ]
-    out = []
-    for _ in range(plan.questions):
-        topic = rnd.choices(TOPICS[: plan.topics], weights)[0]
-        out.append(rnd.choice(forms).format(t=topic))
-    return out
 
 
 def chunk_block(number: int, hit: dict) -> str:

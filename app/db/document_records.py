@@ -1,4 +1,4 @@
-"""Plain results of the `DocumentStore` (no ORM objects leave app/db)."""
+"""Plain results of `DocumentStore` and `ChunkStore` (no ORM objects leave app/db)."""
 
 from __future__ import annotations
 

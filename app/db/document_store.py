@@ -1,8 +1,9 @@
-"""`DocumentStore`: collections, documents, chunks and chunk token ids (issue 11).
+"""`DocumentStore`: collections and their documents, as the API sees them (issue 11).
 
-Every call the API makes takes the caller's `tenant_id`: another tenant's collection or
-document does not exist for it. The ingestion worker's calls (by document id) are internal.
-Each method is one short transaction, like `Store`'s; it shares the Store's engine.
+Every call takes the caller's `tenant_id`: another tenant's collection or document does not
+exist for it. The ingestion worker's and retrieval's calls (by document or chunk id) are internal
+and live in `ChunkStore` (app/db/chunk_store.py). Each method is one short transaction, like
+`Store`'s; it shares the Store's engine.
 """
 
 from __future__ import annotations
@@ -10,15 +11,13 @@ from __future__ import annotations
 import uuid
 from typing import Any
 
-import numpy as np
-from sqlalchemy import func, select, update
+from sqlalchemy import func, select
 from sqlalchemy.exc import IntegrityError
 
 from app.db.document_records import (
     ChunkRecord,
     CollectionRecord,
     DocumentRecord,
-    NewChunk,
     chunk_record,
     collection_record,
     document_record,
@@ -192,168 +191,3 @@ class DocumentStore:
                 .order_by(DocChunk.ordinal)
             )
             return [chunk_record(c, d.filename, t) for c, t in s.execute(query).all()]
-
-    # --- ingestion (internal: by document id) ----------------------------------------------
-
-    def unfinished(self) -> list[str]:
-        """Documents a restart must ingest again (queued or cut off while processing)."""
-        query = (
-            select(Document.id)
-            .where(Document.status.in_(("queued", "processing")))
-            .order_by(Document.created_at)
-        )
-        with self._tx() as s:
-            return list(s.scalars(query))
-
-    def ingest_input(
-        self, document_id: str
-    ) -> tuple[DocumentRecord, str, list[int], CollectionRecord] | None:
-        with self._tx() as s:
-            d = s.get(Document, document_id)
-            if d is None:
-                return None
-            c = s.get(Collection, d.collection_id)
-            return document_record(d), d.text, list(d.page_starts), collection_record(c)
-
-    def set_progress(
-        self, document_id: str, status: str, done: int, total: int, error: str | None = None
-    ) -> None:
-        with self._tx(write=True) as s:
-            s.execute(
-                update(Document)
-                .where(Document.id == document_id)
-                .values(status=status, chunks_done=done, chunks_total=total, error=error)
-            )
-
-    def finish_document(
-        self,
-        document_id: str,
-        chunks: list[NewChunk],
-        model: str,
-        token_ids: list[list[int]],
-        first_number: int,
-    ) -> bool:
-        """Store all chunks, their vectors and token ids and mark the document ready, in one
-        transaction: a document is searchable whole or not at all. False if it was deleted.
-
-        Chunk i gets number first_number + i (from `next_number`; its header holds it)."""
-        with self._tx(write=True) as s:
-            d = s.scalar(select(Document).where(Document.id == document_id).with_for_update())
-            if d is None:
-                return False
-            number = first_number
-            rows = []
-            for c in chunks:
-                row = DocChunk(
-                    document_id=document_id,
-                    ordinal=c.ordinal,
-                    number=number + c.ordinal,
-                    text=c.text,
-                    char_start=c.char_start,
-                    char_end=c.char_end,
-                    page=c.page,
-                    embedding=np.asarray(c.embedding, dtype=np.float32).tobytes(),
-                )
-                rows.append(row)
-                s.add(row)
-            s.flush()
-            for row, ids in zip(rows, token_ids, strict=True):
-                s.add(ChunkTokens(chunk_id=row.id, model=model, token_ids=ids))
-            d.status, d.chunks_done, d.chunks_total, d.error = (
-                "ready",
-                len(chunks),
-                len(chunks),
-                None,
-            )
-            d.n_tokens = sum(len(t) for t in token_ids)
-            return True
-
-    def next_number(self, collection_id: str) -> int:
-        """The [n] a new document's first chunk gets: one past the collection's largest. One
-        ingestion worker stores documents one at a time, so numbers do not collide."""
-        query = (
-            select(func.max(DocChunk.number))
-            .join(Document, Document.id == DocChunk.document_id)
-            .where(Document.collection_id == collection_id)
-        )
-        with self._tx() as s:
-            return (s.scalar(query) or 0) + 1
-
-    # --- retrieval ------------------------------------------------------------------------
-
-    def vectors(self, collection_id: str, dim: int) -> tuple[list[int], np.ndarray, list[str]]:
-        """Every ready chunk's id, vector and text in a collection: the index's truth. `dim`
-        sizes an empty result; stored vectors have their own size."""
-        query = (
-            select(DocChunk.id, DocChunk.embedding, DocChunk.text)
-            .join(Document, Document.id == DocChunk.document_id)
-            .where(Document.collection_id == collection_id, Document.status == "ready")
-            .order_by(DocChunk.id)
-        )
-        with self._tx() as s:
-            rows = s.execute(query).all()
-        if rows:
-            dim = len(rows[0][1]) // 4  # float32
-        vecs = np.zeros((len(rows), dim), dtype=np.float32)
-        for i, (_, blob, _) in enumerate(rows):
-            vecs[i] = np.frombuffer(blob, dtype=np.float32)
-        return [r[0] for r in rows], vecs, [r[2] for r in rows]
-
-    def collection_ids(self) -> list[str]:
-        with self._tx() as s:
-            return list(s.scalars(select(Collection.id)))
-
-    def chunks_by_id(self, chunk_ids: list[int], model: str) -> list[ChunkRecord]:
-        """The chunks (in the order asked), with their token ids for `model` where stored."""
-        if not chunk_ids:
-            return []
-        with self._tx() as s:
-            rows = s.execute(
-                select(DocChunk, Document.filename)
-                .join(Document, Document.id == DocChunk.document_id)
-                .where(DocChunk.id.in_(chunk_ids))
-            ).all()
-            tokens = dict(
-                s.execute(
-                    select(ChunkTokens.chunk_id, ChunkTokens.token_ids).where(
-                        ChunkTokens.chunk_id.in_(chunk_ids), ChunkTokens.model == model
-                    )
-                ).all()
-            )
-        found = {c.id: chunk_record(c, f, tokens.get(c.id)) for c, f in rows}
-        return [found[i] for i in chunk_ids if i in found]
-
-    def set_tokens(self, model: str, token_ids: dict[int, list[int]]) -> None:
-        """Token ids for another chat model, computed on first use (existing rows stay)."""
-        with self._tx(write=True) as s:
-            have = set(
-                s.scalars(
-                    select(ChunkTokens.chunk_id).where(
-                        ChunkTokens.chunk_id.in_(list(token_ids)), ChunkTokens.model == model
-                    )
-                )
-            )
-            alive = set(s.scalars(select(DocChunk.id).where(DocChunk.id.in_(list(token_ids)))))
-            for chunk_id, ids in token_ids.items():
-                if chunk_id not in have and chunk_id in alive:
-                    s.add(ChunkTokens(chunk_id=chunk_id, model=model, token_ids=ids))
-
-    def chunk_ids_of(self, collection_id: str, document_ids: list[str]) -> set[int]:
-        """Ids of the chunks of these documents of the collection (a search filter)."""
-        query = (
-            select(DocChunk.id)
-            .join(Document, Document.id == DocChunk.document_id)
-            .where(Document.collection_id == collection_id, Document.id.in_(document_ids))
-        )
-        with self._tx() as s:
-            return set(s.scalars(query))
-
-    def numbered(self, document_id: str) -> list[tuple[int, int]]:
-        """(chunk id, number) of a stored document's chunks, in ordinal order."""
-        query = (
-            select(DocChunk.id, DocChunk.number)
-            .where(DocChunk.document_id == document_id)
-            .order_by(DocChunk.ordinal)
-        )
-        with self._tx() as s:
-            return [(i, n) for i, n in s.execute(query).all()]

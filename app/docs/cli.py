@@ -17,6 +17,7 @@ from tqdm import tqdm
 
 from app.cache.state_file import cached_fingerprint
 from app.config import Settings
+from app.db.chunk_store import ChunkStore
 from app.db.document_store import DocumentStore
 from app.db.store import Store
 from app.docs.doc_prompt import token_counter
@@ -53,7 +54,7 @@ def main(argv: list[str] | None = None) -> int:
     settings = Settings(**flags)
     store = Store(settings.database())
     store.migrate()
-    docs = DocumentStore(store)
+    docs, chunk_store = DocumentStore(store), ChunkStore(store)
     found = [c for c in docs.list_collections("") if c.name == args.collection]
     collection = (
         found[0]
@@ -64,7 +65,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     model = Model(EngineConfig(settings.model_path(), n_ctx=256, n_parallel=1, warmup=False))
     library = DocLibrary(
-        docs, settings.index_dir(), settings.embedding_model, settings.embedding_threads or 2
+        chunk_store, settings.index_dir(), settings.embedding_model, settings.embedding_threads or 2
     )
     key = cached_fingerprint(model.path)
     failed = 0
@@ -97,9 +98,11 @@ def main(argv: list[str] | None = None) -> int:
                     bar.update(done - bar.n)
 
                 try:
-                    ingest_document(docs, library, token_counter(model), key, record.id, progress)
+                    ingest_document(
+                        chunk_store, library, token_counter(model), key, record.id, progress
+                    )
                 except Exception as e:
-                    docs.set_progress(record.id, "error", 0, 0, f"ingestion failed: {e}")
+                    chunk_store.set_progress(record.id, "error", 0, 0, f"ingestion failed: {e}")
                     print(f"{path}: {e}", file=sys.stderr)
                     failed += 1
         print(f"collection {args.collection} ({collection.id})")

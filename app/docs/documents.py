@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from app.cache.state_file import cached_fingerprint
 from app.chat.prompter import Prompter
 from app.config import Settings
+from app.db.chunk_store import ChunkStore
 from app.db.document_records import ChunkRecord
 from app.db.document_store import DocumentStore
 from app.db.store import Store
@@ -24,7 +25,8 @@ from rag.layout import chunk_text
 
 @dataclass(slots=True)
 class Documents:
-    store: DocumentStore
+    store: DocumentStore  # collections and documents, as the routes see them
+    chunk_store: ChunkStore  # the ingestion worker's and retrieval's side
     library: DocLibrary
     ingestor: Ingestor
     prompts: DocPrompter
@@ -34,14 +36,20 @@ class Documents:
 
     @classmethod
     def build(cls, settings: Settings, store: Store, model: Model, prompter: Prompter) -> Documents:
-        docs = DocumentStore(store)
+        chunk_store = ChunkStore(store)
         library = DocLibrary(
-            docs, settings.index_dir(), settings.embedding_model, settings.embedding_threads
+            chunk_store, settings.index_dir(), settings.embedding_model, settings.embedding_threads
         )
         key = cached_fingerprint(model.path)
-        ingestor = Ingestor(docs, library, token_counter(model), key)
+        ingestor = Ingestor(chunk_store, library, token_counter(model), key)
         return cls(
-            docs, library, ingestor, DocPrompter(prompter, model), key, settings.doc_max_bytes
+            DocumentStore(store),
+            chunk_store,
+            library,
+            ingestor,
+            DocPrompter(prompter, model),
+            key,
+            settings.doc_max_bytes,
         )
 
     def start(self) -> None:
@@ -65,4 +73,4 @@ class Documents:
                 c.token_ids = tokenize(chunk_text(c.number, c.filename, c.page, c.text))
                 missing[c.id] = c.token_ids
         if missing:
-            self.store.set_tokens(self.model_key, missing)
+            self.chunk_store.set_tokens(self.model_key, missing)

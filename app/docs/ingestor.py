@@ -16,8 +16,8 @@ from collections.abc import Callable
 
 import numpy as np
 
+from app.db.chunk_store import ChunkStore
 from app.db.document_records import CollectionRecord, NewChunk
-from app.db.document_store import DocumentStore
 from app.docs.library import DocLibrary
 from rag.chunker import Chunker
 from rag.layout import chunk_text
@@ -30,7 +30,7 @@ EMBED_BATCH = 16
 
 
 def ingest_document(
-    docs: DocumentStore,
+    store: ChunkStore,
     library: DocLibrary,
     tokenize: Tokenize,
     model: str,
@@ -38,7 +38,7 @@ def ingest_document(
     progress: Callable[[int, int], None] | None = None,
 ) -> CollectionRecord | None:
     """Ingest one stored document; its collection when it became ready. Raises on failure."""
-    found = docs.ingest_input(document_id)
+    found = store.ingest_input(document_id)
     if found is None:
         return None  # deleted meanwhile
     doc, text, page_starts, collection = found
@@ -48,8 +48,8 @@ def ingest_document(
     chunks = chunker.split(LoadedDocument(text, doc.kind, page_starts))
     if not chunks:
         raise ValueError("the document has no text to index")
-    docs.set_progress(document_id, "processing", 0, len(chunks))
-    first = docs.next_number(collection.id)
+    store.set_progress(document_id, "processing", 0, len(chunks))
+    first = store.next_number(collection.id)
     token_ids = [
         tokenize(chunk_text(first + c.ordinal, doc.filename, c.page, c.text)) for c in chunks
     ]
@@ -59,7 +59,7 @@ def ingest_document(
         batch = chunks[start : start + EMBED_BATCH]
         vectors.append(embedder.embed([c.text for c in batch]))
         done = start + len(batch)
-        docs.set_progress(document_id, "processing", done, len(chunks))
+        store.set_progress(document_id, "processing", done, len(chunks))
         if progress is not None:
             progress(done, len(chunks))
     matrix = np.concatenate(vectors)
@@ -67,18 +67,18 @@ def ingest_document(
         NewChunk(c.ordinal, c.text, c.char_start, c.char_end, c.page, matrix[i])
         for i, c in enumerate(chunks)
     ]
-    if not docs.finish_document(document_id, new, model, token_ids, first):
+    if not store.finish_document(document_id, new, model, token_ids, first):
         return None
-    ids = [chunk_id for chunk_id, _ in docs.numbered(document_id)]
+    ids = [chunk_id for chunk_id, _ in store.numbered(document_id)]
     library.added(collection.id, ids, matrix)
     return collection
 
 
 class Ingestor:
     def __init__(
-        self, docs: DocumentStore, library: DocLibrary, tokenize: Tokenize, model: str
+        self, store: ChunkStore, library: DocLibrary, tokenize: Tokenize, model: str
     ) -> None:
-        self.docs, self.library, self.tokenize, self.model = docs, library, tokenize, model
+        self.store, self.library, self.tokenize, self.model = store, library, tokenize, model
         self._queue: queue.Queue[str | None] = queue.Queue()
         self._thread: threading.Thread | None = None
         # Called (on the worker) with each document that became ready and its collection.
@@ -86,7 +86,7 @@ class Ingestor:
 
     def start(self) -> None:
         """Start the worker; documents a previous process left unfinished go first."""
-        for document_id in self.docs.unfinished():
+        for document_id in self.store.unfinished():
             self._queue.put(document_id)
         self._thread = threading.Thread(target=self._run, name="ingest", daemon=True)
         self._thread.start()
@@ -103,14 +103,14 @@ class Ingestor:
         while (document_id := self._queue.get()) is not None:
             try:
                 collection = ingest_document(
-                    self.docs, self.library, self.tokenize, self.model, document_id
+                    self.store, self.library, self.tokenize, self.model, document_id
                 )
                 if collection is not None and self.on_ready is not None:
                     self.on_ready(collection, document_id)
             except Exception as e:
                 log.exception("ingesting %s failed", document_id)
                 try:
-                    self.docs.set_progress(document_id, "error", 0, 0, f"ingestion failed: {e}")
+                    self.store.set_progress(document_id, "error", 0, 0, f"ingestion failed: {e}")
                 except Exception:
                     log.exception("could not record the failure of %s", document_id)
             finally:

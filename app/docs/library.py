@@ -14,7 +14,7 @@ from pathlib import Path
 
 import numpy as np
 
-from app.db.document_store import DocumentStore
+from app.db.chunk_store import ChunkStore
 from rag.bm25 import Bm25Index
 from rag.embedder import Embedder
 from rag.index import VectorIndex
@@ -27,9 +27,9 @@ DIM = 384  # all-MiniLM-L6-v2; another model's size is read once it is loaded
 
 class DocLibrary:
     def __init__(
-        self, docs: DocumentStore, index_dir: Path, model_path: str | None, threads: int
+        self, store: ChunkStore, index_dir: Path, model_path: str | None, threads: int
     ) -> None:
-        self.docs = docs
+        self.store = store
         self.index_dir = index_dir
         self._model_path = model_path
         self._threads = threads
@@ -64,7 +64,7 @@ class DocLibrary:
             found = self._indexes.get(collection_id)
             if found is not None:
                 return found
-            ids, vectors, _ = self.docs.vectors(collection_id, self.dim)
+            ids, vectors, _ = self.store.vectors(collection_id, self.dim)
             dim = vectors.shape[1]
             index = VectorIndex.load(self._path(collection_id), dim, set(ids))
             if index is None:
@@ -76,14 +76,14 @@ class DocLibrary:
 
     def load_all(self) -> None:
         """At start-up: check (or rebuild) every collection's index file."""
-        for collection_id in self.docs.collection_ids():
+        for collection_id in self.store.collection_ids():
             self.index(collection_id)
 
     def _bm25_of(self, collection_id: str) -> Bm25Index:
         with self._lock:
             found = self._bm25.get(collection_id)
         if found is None:
-            ids, _, texts = self.docs.vectors(collection_id, self.dim)
+            ids, _, texts = self.store.vectors(collection_id, self.dim)
             found = Bm25Index(ids, texts)
             with self._lock:
                 self._bm25[collection_id] = found

@@ -48,12 +48,12 @@ async def search(
 
     def run() -> Retrieved:
         allowed = (
-            docs.store.chunk_ids_of(collection_id, document_ids)
+            docs.chunk_store.chunk_ids_of(collection_id, document_ids)
             if document_ids is not None
             else None
         )
         hits = docs.library.search(collection_id, query, top_k, score_threshold, allowed, hybrid)
-        chunks = docs.store.chunks_by_id([h.chunk_id for h in hits], docs.model_key)
+        chunks = docs.chunk_store.chunks_by_id([h.chunk_id for h in hits], docs.model_key)
         docs.token_ids(chunks)
         return Retrieved(chunks, {h.chunk_id: h.score for h in hits}, 0.0)
 

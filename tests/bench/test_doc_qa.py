@@ -7,6 +7,8 @@ import random
 from pathlib import Path
 
 from bench import doc_qa
+from bench.core import TOPICS
+from bench.doc_qa_workload import FULL, QUICK, questions
 
 
 def row(mean: float, share: float | None) -> dict:
@@ -15,7 +17,7 @@ def row(mean: float, share: float | None) -> dict:
 
 def test_report_compares_ours_with_llama_server_score_order():
     report = {
-        "plan": doc_qa.FULL.__dict__,
+        "plan": FULL.__dict__,
         "rows": {
             "ours": row(0.2, 0.9),
             "llama-server, score order": row(1.0, 0.1),
@@ -35,8 +37,8 @@ def test_report_compares_ours_with_llama_server_score_order():
 
 
 def test_questions_follow_zipf_popularity_and_prompts_number_by_rank():
-    asked = doc_qa.questions(doc_qa.FULL, random.Random(3))
-    counts = [sum(t in q for q in asked) for t in doc_qa.TOPICS[: doc_qa.FULL.topics]]
+    asked = questions(FULL, random.Random(3))
+    counts = [sum(t in q for q in asked) for t in TOPICS[: FULL.topics]]
     assert len(asked) == 40 and counts[0] == max(counts)
     hits = [
         {"filename": "a.txt", "page": None, "text": "x"},
@@ -50,8 +52,8 @@ def test_quick_run_of_ours(tmp_path: Path):
     assert doc_qa.main(["--quick", "--servers", "ours", "--out", str(tmp_path)]) == 0
     report = json.loads((tmp_path / "doc-qa-quick.json").read_text())
     ours = report["rows"]["ours"]
-    assert ours["n"] == doc_qa.QUICK.questions and ours["mean_ttft"] > 0
-    assert report["chunks"] >= doc_qa.QUICK.documents and report["retrieval_ms"] > 0
+    assert ours["n"] == QUICK.questions and ours["mean_ttft"] > 0
+    assert report["chunks"] >= QUICK.documents and report["retrieval_ms"] > 0
     # Popular topics come back: some context is served from the cache.
     assert ours["cached_share"] > 0
     assert "| ours |" in (tmp_path / "doc-qa-quick.md").read_text()

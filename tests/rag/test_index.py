@@ -4,6 +4,7 @@ from pathlib import Path
 
 import numpy as np
 
+from app.db.chunk_store import ChunkStore
 from app.db.document_records import NewChunk
 from app.db.document_store import DocumentStore
 from app.db.store import Store
@@ -43,7 +44,7 @@ def test_saved_index_loads_only_when_it_matches(tmp_path: Path):
 def test_index_rebuilt_from_the_database_equals_the_saved_one(tmp_path: Path):
     store = Store(f"sqlite:///{tmp_path}/t.db")
     store.migrate()
-    docs = DocumentStore(store)
+    docs, chunk_store = DocumentStore(store), ChunkStore(store)
     col = docs.create_collection("", "c", 64, 0, None)
     vectors = unit(6, 3)
     for d in range(2):
@@ -58,19 +59,20 @@ def test_index_rebuilt_from_the_database_equals_the_saved_one(tmp_path: Path):
             metadata={},
         )
         chunks = [NewChunk(i, f"t{i}", 0, 1, None, vectors[d * 3 + i]) for i in range(3)]
-        docs.finish_document(doc.id, chunks, "m", [[1]] * 3, docs.next_number(col.id))
-    first = DocLibrary(docs, tmp_path / "idx", None, 1)
+        number = chunk_store.next_number(col.id)
+        chunk_store.finish_document(doc.id, chunks, "m", [[1]] * 3, number)
+    first = DocLibrary(chunk_store, tmp_path / "idx", None, 1)
     saved = first.index(col.id)
     assert (tmp_path / "idx" / f"{col.id}.faiss").exists()
     (tmp_path / "idx" / f"{col.id}.faiss").unlink()
-    second = DocLibrary(docs, tmp_path / "idx", None, 1)
+    second = DocLibrary(chunk_store, tmp_path / "idx", None, 1)
     rebuilt = second.index(col.id)
     assert rebuilt.ids() == saved.ids() and len(rebuilt) == 6
     for chunk_id, vector in saved.vectors().items():
         np.testing.assert_array_equal(rebuilt.vectors()[chunk_id], vector)
     for q in unit(4, 9):
         assert rebuilt.search(q, 6) == saved.search(q, 6)
-    third = DocLibrary(docs, tmp_path / "idx", None, 1)  # the file written by the rebuild
+    third = DocLibrary(chunk_store, tmp_path / "idx", None, 1)  # the file written by the rebuild
     assert third.index(col.id).vectors().keys() == saved.vectors().keys()
     store.close()
 
