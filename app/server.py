@@ -16,7 +16,17 @@ from app.api.errors import ERROR_RESPONSES, install_error_handlers
 from app.api.frontend import install_frontend
 from app.api.media_upload import MULTIPART_OVERHEAD
 from app.api.metrics import EngineGauges, Metrics
-from app.api.routes import documents, media, openai, sessions, system, tokens
+from app.api.routes import (
+    collections,
+    documents,
+    media,
+    openai,
+    search,
+    session_messages,
+    sessions,
+    system,
+    tokens,
+)
 from app.api.services import Services
 from app.chat.prompter import Prompter
 from app.chat.turn_cache import TurnCache
@@ -97,7 +107,17 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.add_middleware(
         Auth, static_key=settings.api_key, max_per_key=settings.max_concurrent_per_key
     )
-    routers = (openai, sessions, system, tokens, media, documents)
+    routers = (
+        openai,
+        sessions,
+        session_messages,
+        system,
+        tokens,
+        media,
+        collections,
+        documents,
+        search,
+    )
     for module in routers:
         app.include_router(module.router, responses=ERROR_RESPONSES)
     install_frontend(app)  # the built UI, for GETs no route takes

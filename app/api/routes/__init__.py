@@ -1,1 +1,2 @@
-"""One module per group of routes (OpenAI, sessions, media, tokens, server state)."""
+"""One module per group of routes (OpenAI, sessions and their turns, media, tokens, server state,
+collections, documents, search)."""

@@ -12,7 +12,7 @@ from app.api.auth import cache_salt, tenant_of
 from app.api.errors import STREAMING
 from app.api.responder import Reply, respond
 from app.api.responses import ChatShape, TextShape
-from app.api.routes.documents import rag_sources, with_citations
+from app.api.routes.search import rag_sources, with_citations
 from app.api.schemas import ChatCompletionRequest, CompletionRequest
 from app.api.services import Services, ServicesDep
 from app.api.structured_output import finish_request, refuse_unsupported

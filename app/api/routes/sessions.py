@@ -1,10 +1,8 @@
 """Sessions: conversations the server keeps, so a client sends only the new message.
 
-Each turn's prompt is built from the stored history with the replies' own generated ids
-(app/chat/conversation.py), so it extends the previous turn token for token and the whole history
-is reused from the KV; the session goes back to the slot that holds it (slot affinity).
-Nothing is lost: the user message is stored before generation, the reply when it ends, with
-status complete, cancelled or error (also when the client goes away or the server stops).
+This module holds the sessions themselves: create (or import), list, get, rename or change
+settings, delete and fork, with their JSON; and `load_session`, the tenant's lookup of a session,
+which the turn routes (app/api/routes/session_messages.py) share.
 """
 
 from __future__ import annotations
@@ -16,26 +14,13 @@ from typing import Any
 from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse
 
-from app.api.auth import cache_salt, tenant_of
-from app.api.errors import STREAMING, openapi_links
-from app.api.responder import Reply, respond
-from app.api.responses import ChatShape
-from app.api.routes.documents import rag_sources, with_citations
-from app.api.schemas import (
-    CreateSessionRequest,
-    ForkSessionRequest,
-    RegenerateRequest,
-    SessionMessageRequest,
-    UpdateSessionRequest,
-)
+from app.api.auth import tenant_of
+from app.api.errors import openapi_links
+from app.api.schemas import CreateSessionRequest, ForkSessionRequest, UpdateSessionRequest
 from app.api.services import Services, ServicesDep
-from app.api.structured_output import finish_request, refuse_unsupported
-from app.chat.session_history import history, history_prompt, store_images, visible_uploads
-from app.chat.turn import TurnResult
 from app.db.records import MessageRecord, SessionRecord
 from app.db.session_edits import UNCHANGED
-from app.docs.chat_sources import cited_before
-from app.engine.request import RequestError, no_projector
+from app.engine.request import RequestError
 
 router = APIRouter(prefix="/v1/sessions")
 
@@ -99,19 +84,19 @@ def _session_json(s: SessionRecord, with_messages: bool) -> dict[str, Any]:
 _SESSION_ID = re.compile(r"[0-9a-f]{32}")
 
 
-def _not_found(session_id: str) -> RequestError:
+def session_not_found(session_id: str) -> RequestError:
     return RequestError(
         f"session {session_id!r} does not exist", param="session_id", code="not_found", status=404
     )
 
 
-async def _load(services: Services, session_id: str, tenant: str) -> SessionRecord:
+async def load_session(services: Services, session_id: str, tenant: str) -> SessionRecord:
     """The tenant's session; another tenant's is "not found", never "forbidden"."""
     if not _SESSION_ID.fullmatch(session_id):  # never a valid id: no need to ask the database
-        raise _not_found(session_id)
+        raise session_not_found(session_id)
     session = await asyncio.to_thread(services.store.get_session, session_id, True, tenant)
     if session is None:
-        raise _not_found(session_id)
+        raise session_not_found(session_id)
     return session
 
 
@@ -152,20 +137,22 @@ async def list_sessions(http: Request, services: ServicesDep, limit: int = 100, 
 
 @router.get("/{session_id}")
 async def get_session(session_id: str, http: Request, services: ServicesDep):
-    return _session_json(await _load(services, session_id, tenant_of(http)), with_messages=True)
+    return _session_json(
+        await load_session(services, session_id, tenant_of(http)), with_messages=True
+    )
 
 
 @router.delete("/{session_id}")
 async def delete_session(session_id: str, http: Request, services: ServicesDep):
     """The session, its messages, and the media that nothing else uses any more."""
     if _SESSION_ID.fullmatch(session_id) is None:
-        raise _not_found(session_id)
+        raise session_not_found(session_id)
     store, media = services.store, services.media
     found, freed = await asyncio.to_thread(
         store.delete_session_and_media, session_id, tenant_of(http)
     )
     if not found:
-        raise _not_found(session_id)
+        raise session_not_found(session_id)
     if freed and media is not None:
         await asyncio.to_thread(media.remove_files, freed)
     return {"id": session_id, "object": "session.deleted", "deleted": True}
@@ -175,7 +162,7 @@ async def delete_session(session_id: str, http: Request, services: ServicesDep):
 async def update_session(
     session_id: str, body: UpdateSessionRequest, http: Request, services: ServicesDep
 ):
-    await _load(services, session_id, tenant_of(http))  # 404: no such session of this tenant
+    await load_session(services, session_id, tenant_of(http))  # 404: no such session of this tenant
     sent = body.model_fields_set
     changes = {
         k: getattr(body, k) if k in sent else UNCHANGED for k in UpdateSessionRequest.model_fields
@@ -184,7 +171,7 @@ async def update_session(
         changes["sampling"] = {}
     s = await asyncio.to_thread(services.store.update_session, session_id, **changes)
     if s is None:
-        raise _not_found(session_id)
+        raise session_not_found(session_id)
     return _session_json(s, with_messages=False)
 
 
@@ -200,7 +187,7 @@ async def fork_session(
     """A branch: a new session with the messages before `message_id` (then send the edited text
     as its next message). `cache` says how much of the source's cached context the branch keeps
     (the prefix up to the fork point) and how much it gives up (everything after it)."""
-    source = await _load(services, session_id, tenant_of(http))
+    source = await load_session(services, session_id, tenant_of(http))
     at = next((m for m in source.messages if m.id == body.message_id), None)
     if at is None:
         raise RequestError(
@@ -215,137 +202,8 @@ async def fork_session(
     kept = _context_tokens(before[-1]) if before else 0
     fork = await asyncio.to_thread(services.store.fork_session, session_id, at.seq, body.title)
     if fork is None:  # deleted meanwhile
-        raise _not_found(session_id)
+        raise session_not_found(session_id)
     out = _session_json(fork, with_messages=True)
     out["forked_from"] = {"session_id": session_id, "message_id": at.id}
     out["cache"] = {"kept_tokens": kept, "given_up_tokens": max(0, total - kept)}
     return JSONResponse(out, status_code=201)
-
-
-@router.post("/{session_id}/messages", responses=STREAMING)
-async def add_message(
-    session_id: str, body: SessionMessageRequest, http: Request, services: ServicesDep
-):
-    session = await _load(services, session_id, tenant_of(http))
-    return await _turn(session, body, http, services)
-
-
-@router.post("/{session_id}/regenerate", responses=STREAMING)
-async def regenerate(
-    session_id: str, body: RegenerateRequest, http: Request, services: ServicesDep
-):
-    """Answer the last user message again: its turn (the message and its reply) is replaced by
-    the new one in the same transaction as the message is stored again."""
-    session = await _load(services, session_id, tenant_of(http))
-    last = next((m for m in reversed(session.messages) if m.role == "user"), None)
-    if last is None:
-        raise RequestError("the session has no user message to answer", param="session_id")
-    fields = {**body.model_dump(exclude_unset=True), "content": last.content}
-    session.messages = [m for m in session.messages if m.seq < last.seq]
-    message = SessionMessageRequest.model_validate(fields)
-    return await _turn(session, message, http, services, replace_from=last.seq)
-
-
-async def _turn(
-    session: SessionRecord,
-    body: SessionMessageRequest,
-    http: Request,
-    services: Services,
-    replace_from: int | None = None,
-):
-    """Store the user message (replacing the messages from `replace_from` on), generate the
-    reply and store it when it ends."""
-    refuse_unsupported(body)
-    tenant = tenant_of(http)
-    if not body.text() and not body.has_images():
-        raise RequestError("the message is empty", param="content")
-    # The session's defaults, then this request's own fields.
-    fields = SessionMessageRequest.model_validate(
-        {**session.sampling, **body.model_dump(exclude_unset=True)}
-    )
-    content = body.model_dump()["content"]  # plain str or list of dicts for the database
-    citations, documents = None, frozenset()
-    if body.rag is not None:
-        if body.has_images():
-            raise RequestError("rag takes text messages only", param="rag")
-        seen, before = cited_before([m.content for m in session.messages if m.role == "user"])
-        part, citations = await rag_sources(services, http, body.rag, body.text(), seen)
-        # The KV of the whole history holds every document cited in it.
-        documents = frozenset(before | {c["document_id"] for c in citations})
-        content = [part, {"type": "text", "text": body.text()}]
-    vision = services.engine.vision
-    if body.has_images():
-        if vision is None or services.media is None:
-            raise no_projector("content")
-        media = services.media
-        # Uploaded images the new message names must be the tenant's; inline ones are stored
-        # now. The stored history is the tenant's own session: its images need no check.
-        await asyncio.to_thread(visible_uploads, content, media, tenant)
-        content = await asyncio.to_thread(store_images, content, media, services.settings)
-    turn = history(session, content)
-    prompt, images = await history_prompt(
-        turn, services.prompter, vision, services.settings, services.media
-    )
-    request = fields.generation(
-        prompt,
-        services.settings.seed,
-        session=session.id,
-        continuation=services.prompter.continuation,
-        images=images,
-        documents=documents,
-    )
-    await finish_request(request, fields, cache_salt(http, fields.cache_salt), "content")
-    services.engine.validate(request)  # bad input changes nothing: checked before storing
-    services.engine.check_room()  # nor does a full queue (the common case; submit checks again)
-    if session.id in services.busy_sessions:
-        raise RequestError(
-            "this session is already generating a reply; wait for it or cancel it first",
-            param="session_id",
-            code="session_busy",
-            status=409,
-        )
-    store = services.store
-    services.busy_sessions.add(session.id)
-    try:
-        user = await asyncio.to_thread(
-            store.add_message, session.id, "user", content, replace_from=replace_from
-        )
-    except KeyError:  # deleted meanwhile
-        services.busy_sessions.discard(session.id)
-        raise _not_found(session.id) from None
-    except BaseException:
-        services.busy_sessions.discard(session.id)
-        raise
-
-    def store_reply(result: TurnResult) -> None:
-        done, failed = result.finished, result.failed
-        exact = result.status != "error" and services.prompter.matches(result.tokens, result.text)
-        store.add_message(
-            session.id,
-            "assistant",
-            result.text,
-            status=result.status,
-            token_ids=result.tokens if exact else None,
-            prompt_tokens=len(prompt),
-            cached_tokens=done.cached_tokens if done else None,
-            completion_tokens=done.completion_tokens if done else len(result.tokens),
-            timings=done.timings.as_dict() if done else None,
-            finish_reason=done.finish_reason if done else None,
-            error=failed.message if failed else None,
-        )
-
-    def release(_: TurnResult) -> None:
-        services.busy_sessions.discard(session.id)
-
-    reply = Reply(ChatShape, "session", [store_reply, release], {"session_id": session.id})
-    if citations is not None:
-        reply.prelude = {"citations": citations}
-        reply.reshape = with_citations(citations)
-    try:
-        return await respond(services, request, fields, reply, http)
-    except RequestError:
-        # Refused before generation (queue full, shutting down): as if never sent. Once the
-        # request is submitted, the end hooks record whatever happens to it.
-        services.busy_sessions.discard(session.id)
-        await asyncio.to_thread(store.delete_message, user.id)
-        raise
