@@ -9,7 +9,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from app.chat.messages import ChatMessage, ContentPart
+from app.chat.messages import ChatMessage
 from app.engine.request import GenerationRequest
 from app.engine.sampler import SamplingParams
 from mm.token_sequence import TokenSequence
@@ -211,105 +211,11 @@ class CompletionRequest(GenerationFields):
         return p[0]  # type: ignore[return-value]
 
 
-# Sampling defaults a session may store; a message request's own fields override them.
-SESSION_DEFAULT_FIELDS = frozenset(
-    {
-        "temperature",
-        "top_p",
-        "top_k",
-        "min_p",
-        "seed",
-        "repeat_penalty",
-        "repeat_last_n",
-        "frequency_penalty",
-        "presence_penalty",
-        "max_tokens",
-        "stop",
-        "cache_salt",
-    }
-)
-
-
-def _no_nul(value: str | None) -> str | None:
+def no_nul(value: str | None) -> str | None:
     # PostgreSQL text cannot hold NUL; refusing it everywhere keeps both backends alike.
     if value is not None and "\x00" in value:
         raise ValueError("text must not contain NUL characters")
     return value
 
 
-NulFreeText = Annotated[str, AfterValidator(_no_nul)]
-
-
-def _check_sampling(sampling: dict[str, Any] | None) -> None:
-    if sampling is None:
-        return
-    unknown = sorted(set(sampling) - SESSION_DEFAULT_FIELDS)
-    if unknown:
-        raise ValueError(
-            f"unknown sampling fields {unknown}; allowed: {sorted(SESSION_DEFAULT_FIELDS)}"
-        )
-    GenerationFields.model_validate(sampling)  # values are checked now, not per turn
-
-
-class ImportedMessage(BaseModel):
-    """A message of an imported conversation (the UI's export format)."""
-
-    role: Literal["user", "assistant"]
-    content: NulFreeText | list[ContentPart]
-
-
-class CreateSessionRequest(BaseModel):
-    system_prompt: NulFreeText | None = None
-    title: NulFreeText | None = Field(default=None, max_length=200)
-    sampling: dict[str, Any] = Field(default_factory=dict)
-    # An imported history (export/import as JSON); a new session has none.
-    messages: list[ImportedMessage] = Field(default_factory=list, max_length=10000)
-
-    @model_validator(mode="after")
-    def _known_sampling(self) -> CreateSessionRequest:
-        _check_sampling(self.sampling)
-        return self
-
-
-class UpdateSessionRequest(BaseModel):
-    """PATCH: the fields sent are changed (null clears title or system prompt), the rest kept.
-    `sampling` replaces the stored defaults as a whole."""
-
-    system_prompt: NulFreeText | None = None
-    title: NulFreeText | None = Field(default=None, max_length=200)
-    sampling: dict[str, Any] | None = None
-
-    @model_validator(mode="after")
-    def _known_sampling(self) -> UpdateSessionRequest:
-        _check_sampling(self.sampling)
-        return self
-
-
-class ForkSessionRequest(BaseModel):
-    """A new session holding the history before `message_id` (a branch at that message)."""
-
-    message_id: int
-    title: NulFreeText | None = Field(default=None, max_length=200)
-
-
-class RegenerateRequest(GenerationFields):
-    """Answer the last user message again (its reply is replaced); sampling overrides only."""
-
-
-class SessionMessageRequest(GenerationFields):
-    """A new user message for a stored session; fields left out take the session's defaults."""
-
-    role: Literal["user"] = "user"
-    content: NulFreeText | list[ContentPart]
-    rag: RagOptions | None = None  # documents (issue 11)
-
-    @model_validator(mode="after")
-    def _parts_without_nul(self) -> SessionMessageRequest:
-        _no_nul(self.text())
-        return self
-
-    def text(self) -> str:
-        return ChatMessage(role="user", content=self.content).text()
-
-    def has_images(self) -> bool:
-        return ChatMessage(role="user", content=self.content).has_images()
+NulFreeText = Annotated[str, AfterValidator(no_nul)]

@@ -19,8 +19,8 @@ from app.api.responder import Reply, respond
 from app.api.responses import ChatShape
 from app.api.routes.search import rag_sources, with_citations
 from app.api.routes.sessions import load_session, session_not_found
-from app.api.schemas import RegenerateRequest, SessionMessageRequest
 from app.api.services import Services, ServicesDep
+from app.api.session_schemas import RegenerateRequest, SessionMessageRequest
 from app.api.structured_output import finish_request, refuse_unsupported
 from app.chat.session_history import history, history_prompt, store_images, visible_uploads
 from app.chat.turn import TurnResult

@@ -16,8 +16,8 @@ from fastapi.responses import JSONResponse
 
 from app.api.auth import tenant_of
 from app.api.errors import openapi_links
-from app.api.schemas import CreateSessionRequest, ForkSessionRequest, UpdateSessionRequest
 from app.api.services import Services, ServicesDep
+from app.api.session_schemas import CreateSessionRequest, ForkSessionRequest, UpdateSessionRequest
 from app.db.records import MessageRecord, SessionRecord
 from app.db.session_edits import UNCHANGED
 from app.engine.request import RequestError
