@@ -29,10 +29,15 @@ class Plan:
     sessions: int
     clients: int  # concurrent clients of the throughput scenario
     client_tokens: int  # tokens each client generates
+    repeats: int  # runs of each scenario on the servers of REPEATED
 
 
-FULL = Plan(long=16, system=18, chat=6, session=4, sessions=8, clients=8, client_tokens=64)
-QUICK = Plan(long=4, system=5, chat=2, session=1, sessions=8, clients=8, client_tokens=16)
+FULL = Plan(
+    long=16, system=18, chat=6, session=4, sessions=8, clients=8, client_tokens=64, repeats=3
+)
+QUICK = Plan(
+    long=4, system=5, chat=2, session=1, sessions=8, clients=8, client_tokens=16, repeats=1
+)
 
 Scenario = Callable[[str, core.Cold], list[Row]]
 
@@ -40,6 +45,7 @@ Scenario = Callable[[str, core.Cold], list[Row]]
 # every other slot), and how far under counts as well under.
 AT_ONCE = "shared system, 4 users at once"
 WELL_UNDER = 0.5
+REPEATED = ("ours", "llama-server")  # the servers whose ratios are targets
 PAUSE_S = 1.0  # after each server's turn: its idle work ends before the next server is timed
 
 
@@ -105,15 +111,16 @@ def _new_report(peer: peers.Peer) -> dict:
     }
 
 
-def run_scenario(peer: peers.Peer, out: dict, group: str, scenario: Scenario) -> None:
-    """One scenario on one server, into its report; a failure is recorded, never raised."""
+def run_scenario(peer: peers.Peer, out: dict, group: str, scenario: Scenario) -> list[Row]:
+    """One run of a scenario on one server, into its report's rows (the caller summarizes them);
+    a failure is recorded, never raised."""
     try:
         rows = scenario(peer.base_url, core.fresh_prefix)
     except Exception as e:  # one failing scenario must not lose the others
         out["errors"][group] = f"{type(e).__name__}: {e}"
         print(f"{peer.name:16} {group:44} FAILED: {e}", flush=True)
         traceback.print_exc()
-        return
+        return []
     for name, warm, cold in rows:
         out["rows"].append(
             {"scenario": group, "name": name, "warm": warm.as_dict(), "cold": cold.as_dict()}
@@ -124,7 +131,7 @@ def run_scenario(peer: peers.Peer, out: dict, group: str, scenario: Scenario) ->
             f"{warm.ttft / cold.ttft:9.3f}",
             flush=True,
         )
-    out["scenarios"][group] = summarize(rows)
+    return rows
 
 
 def run_throughput(peer: peers.Peer, out: dict, clients: int, tokens: int, bias: dict) -> None:
@@ -162,7 +169,12 @@ def run(
     machine's speed drifts by 10% and more over minutes (other tenants of the host), so running
     all of one server's scenarios before the next server's would compare different machines.
     A server between its turns computes nothing; the pause after each turn lets a server's idle
-    work (parking KV, prefilling the next turn's boundary) end before the next one is timed."""
+    work (parking KV, prefilling the next turn's boundary) end before the next one is timed.
+
+    Ours and llama-server run every scenario `plan.repeats` times (fresh documents each time),
+    taking turns, and each scenario's figures are means over all those runs: a warm request
+    takes 15-100 ms, and one request's figure moves by several ms from run to run here.
+    llama-cpp-python (no target depends on it) runs each scenario once."""
     failed: dict[str, str] = {}
     started: list[peers.Peer] = []
     try:
@@ -181,10 +193,18 @@ def run(
             flush=True,
         )
         for group, scenario in scenarios(plan, with_images=True):
-            for peer in started:
-                if group in dict(scenarios(plan, peer.images)):
-                    run_scenario(peer, servers[peer.name], group, scenario)
+            rows: dict[str, list[Row]] = {peer.name: [] for peer in started}
+            for turn in range(plan.repeats):
+                for peer in started:
+                    if group not in dict(scenarios(plan, peer.images)):
+                        continue
+                    if turn > 0 and peer.name not in REPEATED:
+                        continue
+                    rows[peer.name] += run_scenario(peer, servers[peer.name], group, scenario)
                     time.sleep(PAUSE_S)
+            for name, done in rows.items():
+                if done:
+                    servers[name]["scenarios"][group] = summarize(done)
         for clients in (1, plan.clients):
             for peer in started:
                 run_throughput(peer, servers[peer.name], clients, plan.client_tokens, bias)

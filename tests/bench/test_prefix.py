@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 
 import pytest
@@ -32,11 +33,14 @@ def result(ttft: float) -> Result:
 
 def test_scenarios_take_turns_between_servers_that_are_all_up(monkeypatch: pytest.MonkeyPatch):
     log: list[str] = []
+    # Scenario "a" gives these warm TTFTs run after run: the report has their mean.
+    warms = {"http://ours": iter([0.1, 0.3]), "http://llama-server": iter([0.2, 0.4])}
 
     def scenario(name: str):
         def run(base_url: str, cold: core.Cold) -> list[core.Row]:
             log.append(f"{name} {base_url}")
-            return [(name, result(0.1), result(1.0))]
+            warm = next(warms[base_url]) if name == "a" and base_url in warms else 0.1
+            return [(name, result(warm), result(1.0))]
 
         return run
 
@@ -55,25 +59,45 @@ def test_scenarios_take_turns_between_servers_that_are_all_up(monkeypatch: pytes
     monkeypatch.setattr(prefix, "stream_chat", lambda *a, **kw: result(0.1))
     monkeypatch.setattr(core, "decode_throughput", throughput)
     monkeypatch.setattr(prefix, "PAUSE_S", 0.0)
-    peers = [FakePeer("ours", log, images=True), FakePeer("peer", log)]
-    servers, failed = prefix.run(peers, prefix.QUICK, {}, "model.gguf")  # type: ignore[arg-type]
+    peers = [
+        FakePeer("ours", log, images=True),
+        FakePeer("llama-server", log),
+        FakePeer("other", log),
+    ]
+    plan = dataclasses.replace(prefix.QUICK, repeats=2)
+    servers, failed = prefix.run(peers, plan, {}, "model.gguf")  # type: ignore[arg-type]
     assert failed == {}
     assert log == [
         "start ours",
-        "start peer",
+        "start llama-server",
+        "start other",
         "a http://ours",
-        "a http://peer",
+        "a http://llama-server",
+        "a http://other",
+        # the second run: only the servers whose ratios are targets
+        "a http://ours",
+        "a http://llama-server",
         "b http://ours",
-        "b http://peer",
+        "b http://llama-server",
+        "b http://other",
+        "b http://ours",
+        "b http://llama-server",
         "img http://ours",  # only the server with a projector runs the image scenario
+        "img http://ours",
         "decode x1 http://ours",
-        "decode x1 http://peer",
+        "decode x1 http://llama-server",
+        "decode x1 http://other",
         "decode x8 http://ours",
-        "decode x8 http://peer",
+        "decode x8 http://llama-server",
+        "decode x8 http://other",
         "stop ours",
-        "stop peer",
+        "stop llama-server",
+        "stop other",
     ]
     assert set(servers["ours"]["scenarios"]) == {"a", "b", "img"}
-    assert set(servers["peer"]["scenarios"]) == {"a", "b"}
-    assert servers["peer"]["scenarios"]["a"]["ratio"] == pytest.approx(0.1)
+    assert set(servers["other"]["scenarios"]) == {"a", "b"}
+    # each figure is the mean over the runs
+    assert servers["ours"]["scenarios"]["a"]["warm_ttft"] == pytest.approx(0.2)
+    assert servers["llama-server"]["scenarios"]["a"]["warm_ttft"] == pytest.approx(0.3)
+    assert servers["other"]["scenarios"]["a"]["ratio"] == pytest.approx(0.1)
     assert Path(servers["ours"]["log"]) == Path("build/bench-logs/ours.log")
