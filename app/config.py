@@ -56,8 +56,10 @@ class Settings(BaseSettings):
     cache_prompt: bool = True
     slot_prompt_similarity: float = Field(default=0.1, ge=0.0, le=1.0)
     seed: int = -1
+    # llama-server's default. Parking idle slots never evicts a host entry, so a budget that
+    # fills keeps idle KV resident (slower decodes); buffers are taken as states are saved.
     cache_ram: int = Field(
-        default=2048, ge=-1, description="host prompt cache, MiB; 0 off, -1 no limit"
+        default=8192, ge=-1, description="host prompt cache, MiB; 0 off, -1 no limit"
     )
     cache_dir: str | None = None
     cache_policy: Literal["lru", "gdsf"] = "gdsf"

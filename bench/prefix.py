@@ -8,6 +8,7 @@ costs a whole run.
 
 from __future__ import annotations
 
+import statistics
 import time
 import traceback
 from collections.abc import Callable
@@ -29,7 +30,7 @@ class Plan:
     sessions: int
     clients: int  # concurrent clients of the throughput scenario
     client_tokens: int  # tokens each client generates
-    repeats: int  # runs of each scenario on the servers of REPEATED
+    repeats: int  # runs of each scenario and decode row on the servers of REPEATED
 
 
 FULL = Plan(
@@ -134,16 +135,20 @@ def run_scenario(peer: peers.Peer, out: dict, group: str, scenario: Scenario) ->
     return rows
 
 
-def run_throughput(peer: peers.Peer, out: dict, clients: int, tokens: int, bias: dict) -> None:
+def run_throughput(
+    peer: peers.Peer, out: dict, clients: int, tokens: int, bias: dict
+) -> dict | None:
+    """One run of an aggregate decode row: {"tokens_per_s", "results"}; None if it failed (the
+    failure is recorded in the report)."""
     key = throughput_name(clients, tokens)
     try:
         rate, results = core.decode_throughput(peer.base_url, clients, tokens, logit_bias=bias)
     except Exception as e:
         out["errors"][key] = f"{type(e).__name__}: {e}"
         print(f"{peer.name:16} {key}: FAILED: {e}", flush=True)
-        return
-    out["throughput"][key] = {"tokens_per_s": rate, "results": [r.as_dict() for r in results]}
+        return None
     print(f"{peer.name:16} aggregate decode, {key}: {rate:.1f} tok/s", flush=True)
+    return {"tokens_per_s": rate, "results": [r.as_dict() for r in results]}
 
 
 def _start(peer: peers.Peer, model: str) -> peers.Peer:
@@ -171,10 +176,11 @@ def run(
     A server between its turns computes nothing; the pause after each turn lets a server's idle
     work (parking KV, prefilling the next turn's boundary) end before the next one is timed.
 
-    Ours and llama-server run every scenario `plan.repeats` times (fresh documents each time),
-    taking turns, and each scenario's figures are means over all those runs: a warm request
-    takes 15-100 ms, and one request's figure moves by several ms from run to run here.
-    llama-cpp-python (no target depends on it) runs each scenario once."""
+    Ours and llama-server run every scenario and aggregate decode row `plan.repeats` times
+    (fresh documents each time), taking turns, and each figure is the mean over those runs: a
+    warm request takes 15-100 ms and one request's figure moves by several ms from run to run
+    here; an aggregate decode run lasts ~3 s. llama-cpp-python (no target depends on it) runs
+    each once."""
     failed: dict[str, str] = {}
     started: list[peers.Peer] = []
     try:
@@ -206,9 +212,23 @@ def run(
                 if done:
                     servers[name]["scenarios"][group] = summarize(done)
         for clients in (1, plan.clients):
-            for peer in started:
-                run_throughput(peer, servers[peer.name], clients, plan.client_tokens, bias)
-                time.sleep(PAUSE_S)
+            rates: dict[str, list[dict]] = {peer.name: [] for peer in started}
+            for turn in range(plan.repeats):
+                for peer in started:
+                    if turn > 0 and peer.name not in REPEATED:
+                        continue
+                    out = servers[peer.name]
+                    rate = run_throughput(peer, out, clients, plan.client_tokens, bias)
+                    if rate is not None:
+                        rates[peer.name].append(rate)
+                    time.sleep(PAUSE_S)
+            key = throughput_name(clients, plan.client_tokens)
+            for name, done in rates.items():
+                if done:
+                    servers[name]["throughput"][key] = {
+                        "tokens_per_s": statistics.mean(r["tokens_per_s"] for r in done),
+                        "results": [x for r in done for x in r["results"]],
+                    }
     finally:
         for peer in started:
             peer.stop()

@@ -44,9 +44,11 @@ def test_scenarios_take_turns_between_servers_that_are_all_up(monkeypatch: pytes
 
         return run
 
+    rates = {"http://ours": iter([100.0, 140.0, 1.0, 3.0])}
+
     def throughput(base_url: str, clients: int, tokens: int, **kw) -> tuple[float, list]:
         log.append(f"decode x{clients} {base_url}")
-        return 100.0, [result(0.1)]
+        return next(rates.get(base_url, iter([100.0]))), [result(0.1)]
 
     monkeypatch.setattr(
         prefix,
@@ -87,9 +89,13 @@ def test_scenarios_take_turns_between_servers_that_are_all_up(monkeypatch: pytes
         "decode x1 http://ours",
         "decode x1 http://llama-server",
         "decode x1 http://other",
+        "decode x1 http://ours",
+        "decode x1 http://llama-server",
         "decode x8 http://ours",
         "decode x8 http://llama-server",
         "decode x8 http://other",
+        "decode x8 http://ours",
+        "decode x8 http://llama-server",
         "stop ours",
         "stop llama-server",
         "stop other",
@@ -100,4 +106,9 @@ def test_scenarios_take_turns_between_servers_that_are_all_up(monkeypatch: pytes
     assert servers["ours"]["scenarios"]["a"]["warm_ttft"] == pytest.approx(0.2)
     assert servers["llama-server"]["scenarios"]["a"]["warm_ttft"] == pytest.approx(0.3)
     assert servers["other"]["scenarios"]["a"]["ratio"] == pytest.approx(0.1)
+    decode = servers["ours"]["throughput"]
+    assert decode["1 client x 16 tokens"]["tokens_per_s"] == pytest.approx(120.0)
+    assert decode["8 clients x 16 tokens"]["tokens_per_s"] == pytest.approx(2.0)
+    assert len(decode["8 clients x 16 tokens"]["results"]) == 2
+    assert servers["other"]["throughput"]["8 clients x 16 tokens"]["tokens_per_s"] == 100.0
     assert Path(servers["ours"]["log"]) == Path("build/bench-logs/ours.log")
