@@ -46,7 +46,10 @@ def parse_args(argv: list[str] | None = None) -> dict[str, object]:
     p.add_argument("--no-cache-prompt", dest="cache_prompt", action="store_false", default=None)
     p.add_argument("-sps", "--slot-prompt-similarity", type=float)
     p.add_argument(
-        "-cram", "--cache-ram", type=int, help="host prompt cache MiB (default 8192; 0 off, -1 no limit)"
+        "-cram",
+        "--cache-ram",
+        type=int,
+        help="host prompt cache MiB (default 8192; 0 off, -1 no limit)",
     )
     p.add_argument("--cache-ram-tokens", type=int, help="host prompt cache budget in tokens")
     p.add_argument(

@@ -7,9 +7,9 @@
 One run holds every comparison of the project, so one table answers "where do we stand", and
 a change that helps one row and hurts another shows both:
 1. prefix reuse (bench/prefix.py): every server up at once (bench/peers.py: same model file, 2
-   threads, 8192 context, 4 slots), taking turns through every scenario in bench/core.py (ours
-   and llama-server 3 times each, means of the runs), then aggregate decode at 1 and 8 clients
-   (one server at a time: the others are idle). Cold
+   threads, 8192 context, 4 slots), taking turns through every scenario in bench/core.py, then
+   aggregate decode at 1 and 8 clients (one server at a time: the others are idle; ours and
+   llama-server run each scenario and row 3 times, means of the runs). Cold
    references are the same prompt with a unique nonce at the very start (`core.fresh_prefix`):
    no server can reuse any of it, and it needs nothing but the OpenAI API. Every scenario makes
    fresh random documents, so no server starts warm;
