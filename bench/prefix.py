@@ -11,7 +11,7 @@ from __future__ import annotations
 import statistics
 import time
 import traceback
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 from bench import core, images, peers
@@ -165,6 +165,16 @@ def _start(peer: peers.Peer, model: str) -> peers.Peer:
     return peer
 
 
+def _turns(started: list[peers.Peer], repeats: int) -> Iterator[peers.Peer]:
+    """The servers in turn, `repeats` rounds (only those of REPEATED after the first), with a
+    pause after each turn so a server's idle work ends before the next one is timed."""
+    for turn in range(repeats):
+        for peer in started:
+            if turn == 0 or peer.name in REPEATED:
+                yield peer
+                time.sleep(PAUSE_S)
+
+
 def run(
     chosen: list[peers.Peer], plan: Plan, bias: dict[str, float], model: str
 ) -> tuple[dict[str, dict], dict[str, str]]:
@@ -198,30 +208,21 @@ def run(
             f"{'warm s':>8} {'warm/cold':>9}",
             flush=True,
         )
+        runs = {peer.name: dict(scenarios(plan, peer.images)) for peer in started}
         for group, scenario in scenarios(plan, with_images=True):
             rows: dict[str, list[Row]] = {peer.name: [] for peer in started}
-            for turn in range(plan.repeats):
-                for peer in started:
-                    if group not in dict(scenarios(plan, peer.images)):
-                        continue
-                    if turn > 0 and peer.name not in REPEATED:
-                        continue
-                    rows[peer.name] += run_scenario(peer, servers[peer.name], group, scenario)
-                    time.sleep(PAUSE_S)
+            for peer in _turns([p for p in started if group in runs[p.name]], plan.repeats):
+                rows[peer.name] += run_scenario(peer, servers[peer.name], group, scenario)
             for name, done in rows.items():
                 if done:
                     servers[name]["scenarios"][group] = summarize(done)
         for clients in (1, plan.clients):
             rates: dict[str, list[dict]] = {peer.name: [] for peer in started}
-            for turn in range(plan.repeats):
-                for peer in started:
-                    if turn > 0 and peer.name not in REPEATED:
-                        continue
-                    out = servers[peer.name]
-                    rate = run_throughput(peer, out, clients, plan.client_tokens, bias)
-                    if rate is not None:
-                        rates[peer.name].append(rate)
-                    time.sleep(PAUSE_S)
+            for peer in _turns(started, plan.repeats):
+                out = servers[peer.name]
+                rate = run_throughput(peer, out, clients, plan.client_tokens, bias)
+                if rate is not None:
+                    rates[peer.name].append(rate)
             key = throughput_name(clients, plan.client_tokens)
             for name, done in rates.items():
                 if done:

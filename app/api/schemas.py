@@ -109,26 +109,25 @@ class GenerationFields(BaseModel):
 
     @field_validator("logit_bias")
     @classmethod
-    def _bias_range(
+    def _bias_pairs_in_range(
         cls, v: dict[str, float] | list[tuple[int, float | bool]]
-    ) -> dict[str, float] | list[tuple[int, float | bool]]:
-        items = v.items() if isinstance(v, dict) else v
-        for key, bias in items:
-            if isinstance(v, dict) and not key.lstrip("-").isdigit():
-                raise ValueError(f"logit_bias keys are token ids, got {key!r}")
+    ) -> list[tuple[int, float | bool]]:
+        """Checked, and kept in llama-server's pair form whichever form came."""
+        if isinstance(v, dict):
+            for key in v:
+                if not key.lstrip("-").isdigit():
+                    raise ValueError(f"logit_bias keys are token ids, got {key!r}")
+            v = [(int(key), bias) for key, bias in v.items()]
+        for _, bias in v:
             if bias is not False and not -100.0 <= float(bias) <= 100.0:
                 raise ValueError(f"a logit bias must be between -100 and 100, got {bias}")
         return v
 
     def bias_pairs(self) -> tuple[tuple[int, float], ...]:
         """(token, bias) of logit_bias; a ban (false, or -100 as OpenAI means it) is -inf."""
-        if not self.logit_bias:
-            return ()
-        items = self.logit_bias.items() if isinstance(self.logit_bias, dict) else self.logit_bias
-        return tuple(
-            (int(t), float("-inf") if b is False or float(b) <= -100.0 else float(b))
-            for t, b in items
-        )
+        pairs = self.logit_bias or []  # pairs whichever form came (the validator's)
+        ban = float("-inf")
+        return tuple((t, ban if b is False or float(b) <= -100.0 else float(b)) for t, b in pairs)
 
     def stop_list(self) -> list[str]:
         if self.stop is None:

@@ -54,8 +54,7 @@ class Engine:
             self.model, self.scheduler, host, disk, config.cache_reuse, wake=self._wake.set
         )
         self.vision: Vision | None = None  # built on the engine thread by start()
-        self.stepper = Stepper(self.model, self.scheduler, self.reuse)
-        self.stepper.n_ctx_request = self.n_ctx_request
+        self.stepper = Stepper(self.model, self.scheduler, self.reuse, self.n_ctx_request)
         self._calls: list[tuple[Callable[[], object], Future]] = []
         self.outbox = Outbox()  # events of a step, one event-loop wake-up per step
         self._inbox: list[Task] = []

@@ -27,10 +27,12 @@ log = logging.getLogger(__name__)
 
 
 class Stepper:
-    def __init__(self, model: Model, scheduler: Scheduler, reuse: PrefixReuse) -> None:
+    def __init__(
+        self, model: Model, scheduler: Scheduler, reuse: PrefixReuse, n_ctx_request: int
+    ) -> None:
         self.model, self.scheduler, self.reuse = model, scheduler, reuse
         self.vision: Vision | None = None  # set by the engine once built on its thread
-        self.n_ctx_request = model.n_ctx  # KV cells one request may use (the engine sets it)
+        self.n_ctx_request = n_ctx_request  # KV cells one request may use (<= n_ctx)
         self._batch = model.new_batch()
 
     def close(self) -> None:
@@ -84,13 +86,12 @@ class Stepper:
 
     def _sample(self, planned: list[Planned]) -> None:
         model = self.model
-        room = min(model.n_ctx, self.n_ctx_request)
         for p in planned:
             task = p.task
             if task is None or p.row is None or task.done:
                 continue
             token = task.sampler.sample(model.ctx, p.row)
-            room_left = room - p.slot.cache.n_pos - 1
+            room_left = self.n_ctx_request - p.slot.cache.n_pos - 1
             piece = model.token_to_piece(token)
             n_top = task.request.logprobs
             logprob = token_logprob(model, p.row, token, n_top) if n_top is not None else None
