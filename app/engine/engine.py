@@ -55,6 +55,7 @@ class Engine:
         )
         self.vision: Vision | None = None  # built on the engine thread by start()
         self.stepper = Stepper(self.model, self.scheduler, self.reuse, self.n_ctx_request)
+        self.reuse.prefill_tail = self.stepper.prefill_tail
         self._calls: list[tuple[Callable[[], object], Future]] = []
         self.outbox = Outbox()  # events of a step, one event-loop wake-up per step
         self._inbox: list[Task] = []
@@ -274,11 +275,10 @@ class Engine:
         except ValueError as e:  # a grammar llama.cpp could not parse: nothing changed yet
             task.fail(str(e), status=400, code="invalid_request_error")
             return
-        n_cached, source = self.reuse.prepare(task, slot)
-        if self.config.park_idle_slots:
-            # Idle KV that host memory holds goes at once (no copy); saving the rest would
-            # delay this task's first token, so it waits until that token is out.
-            self._park_pending |= self.reuse.park_idle(save=False, admitted=slot)
+        park = self.config.park_idle_slots
+        n_cached, source = self.reuse.prepare(task, slot, park)
+        # An idle donor slot stays until it has been copied: the pass after this step parks it.
+        self._park_pending |= park
         sampler.accept_prompt(prompt.text_tokens(0, len(prompt)) if not prompt.has_media else [])
         slot.documents |= task.request.documents  # the KV now holds (or will hold) its chunks
         task.start(slot.id, n_cached, sampler, source)

@@ -38,6 +38,11 @@ MIN_SAVE_TOKENS = 16
 # when it loses at least this share of its tokens.
 MIN_SAVE_SHARE = 0.25
 TIERS = ("own_slot", "other_slot", "host", "disk")
+# Fewest tokens a task must prefill for the idle slots it parks to get their pending tails
+# (a conversation's next-turn boundary, a few tokens) decoded first, so they are saved with
+# them: a 6-token tail costs ~25 ms here, a 256-token prefill ~0.6-1 s. The next turn of
+# that conversation then prefills that much less.
+TAIL_BEFORE_PARK_MIN = 256
 
 
 @dataclass(slots=True)
@@ -63,6 +68,8 @@ class PrefixReuse:
         self.model = model
         self.wake = wake  # wakes the engine loop (a prefetch finished)
         self.on_op: Callable[[str, str, float], None] | None = None
+        # Decodes an idle slot's pending tail into its KV (set by the engine: Stepper's).
+        self.prefill_tail: Callable[[Slot], None] | None = None
         self.shift_min_chunk = shift_min_chunk  # --cache-reuse; 0 = no KV shifting
         self.scheduler = scheduler
         self.host = host
@@ -72,12 +79,16 @@ class PrefixReuse:
         # again and is erased before its next use (idle ones are erased at once).
         self.forgotten: set[str] = set()
 
-    def prepare(self, task: Task, slot: Slot) -> tuple[int, str]:
-        """Fill the slot's KV with the best prefix; returns (cached tokens, source)."""
+    def prepare(self, task: Task, slot: Slot, park: bool = False) -> tuple[int, str]:
+        """Fill the slot's KV with the best prefix; returns (cached tokens, source). `park`:
+        first move the other idle slots' KV to host memory (`park_idle`), so that what this
+        task restores and computes lands in the lowest free cells."""
         prompt, salt = task.request.prompt, task.request.cache_salt
         if slot.documents & self.forgotten:
             slot.erase(self.model)
         if not task.cache_prompt:
+            if park:
+                self.park_idle(True, slot, tails=len(prompt) >= TAIL_BEFORE_PARK_MIN)
             self._cut(slot, 0, salt)
             return 0, "none"
         own = usable_prefix(prompt, slot.reusable_prefix(prompt, salt))
@@ -89,6 +100,15 @@ class PrefixReuse:
             donor, donor_n = None, 0  # its sliding window has moved past that prefix
         found = self.host.best(salt, prompt)
         host_n = usable_prefix(prompt, found[1]) if found else 0
+        if park:  # before any restore
+            if donor_n < MIN_SAVE_TOKENS:  # (a shared template header) not worth keeping a slot
+                donor, donor_n = None, 0
+            tails = len(prompt) - max(own, donor_n, host_n) >= TAIL_BEFORE_PARK_MIN
+            saves = self.stats.saves
+            self.park_idle(True, slot, keep=donor, tails=tails)
+            if self.stats.saves != saves:  # an entry saved may replace one it wholly contains
+                found = self.host.best(salt, prompt)
+                host_n = usable_prefix(prompt, found[1]) if found else 0
         if found and host_n > max(own, donor_n):
             self.save(slot, keep=0)
             if self._restore(slot, found[0].data, found[0].tokens, found[0].salt, "host"):
@@ -116,26 +136,38 @@ class PrefixReuse:
             own = slot.shift_reuse(prompt, own, self.shift_min_chunk, self.model)
         return self._count("own_slot", self._cut(slot, own, salt))
 
-    def park_idle(self, save: bool, admitted: Slot | None = None) -> bool:
-        """Free the cells of idle slots whose KV host memory holds (saving it first if `save`);
-        True if an idle slot is left for a saving pass (`save` False). A slot a saving pass
-        cannot park (no room) waits for the next task's admission, not for every step.
+    def park_idle(
+        self,
+        save: bool,
+        admitted: Slot | None = None,
+        keep: Slot | None = None,
+        tails: bool = False,
+    ) -> bool:
+        """Free the cells of idle slots (but `keep`) whose KV host memory holds, saving it
+        first if `save`; True if an idle slot is left for a later saving pass. A slot that
+        cannot be saved (no room) waits for the next task's admission, not for every step.
+        `tails`: the admitted task has a long prefill, so a slot's pending tail is decoded
+        before the slot is saved (`prefill_tail`); otherwise it is dropped.
 
         llama.cpp's attention spans every KV cell up to the highest one in use, whichever
-        sequence holds it: idle slots' cells slow every decode of the busy ones (here 10.9 ->
-        13.7 ms for one token with three idle ~1k-token slots; 18 tokens 105 -> 118 ms; cold
-        prefill ~15%). llama-server clears idle slots the same way (--cache-idle-slots). A
-        conversation coming back restores from host memory (~2 ms per 1k tokens). Call after
-        `prepare`: a donor slot has been copied by then."""
+        sequence holds it: idle slots' cells slow every decode of the busy ones, and a
+        sequence restored or computed while they are resident lands in higher cells and
+        keeps the span long after they go (measured here, medians, one sequence at 480 tokens:
+        a 17-token prefill 78 ms alone, 81 / 85 ms with one / three more 480-token sequences
+        resident; one token 8.6 -> 9.9 / 10.1 ms; the same alone in cells above 480; saving
+        1,000 tokens costs 1.4 ms, restoring them 1.7 ms). llama-server clears every idle
+        slot when a task starts the same way (--cache-idle-slots); a conversation that comes
+        back restores from host memory.
+        Call from `prepare`, before it restores or computes anything."""
         left = False
-        idle = [s for s in self.scheduler.slots if s is not admitted and s.idle and len(s.cache)]
-        # (the admitted slot is not bound to its task yet.) The idle slot released last stays:
-        # the conversation that just ended is the likeliest to come back next (a retry, the
-        # next turn), and keeping one slot resident costs the others little.
-        latest = max(idle, key=lambda s: s.last_used, default=None)
-        for slot in idle:
-            if slot is latest:
+        for slot in self.scheduler.slots:
+            if slot is admitted or not slot.idle or not len(slot.cache):
+                continue  # (the admitted slot is not bound to its task yet)
+            if slot is keep:  # the donor: copied after this, parked by a later pass
+                left = True
                 continue
+            if save and tails and slot.tail and self.prefill_tail is not None:
+                self.prefill_tail(slot)
             # Parking never evicts a host entry: with host memory full, the KV stays where it
             # is (measured, 8 sessions on 4 slots with a 16 MiB host cache: parking that evicted
             # left 2% of the warm prompts cached).

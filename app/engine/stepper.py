@@ -21,6 +21,7 @@ from app.engine.kv_room import make_room
 from app.engine.model import Model
 from app.engine.prefix_reuse import PrefixReuse
 from app.engine.scheduler import Planned, Scheduler
+from app.engine.slot import Slot
 from app.engine.vision import Vision
 
 log = logging.getLogger(__name__)
@@ -45,6 +46,21 @@ class Stepper:
         self.model.decode(batch)
         batch.close()
         self.model.clear()
+
+    def prefill_tail(self, slot: Slot) -> None:
+        """Decode an idle slot's pending tail into its KV now (between steps), so that the
+        slot is saved with it; the tail is dropped if the KV has no room."""
+        tail, slot.tail = slot.tail, None
+        if not tail:
+            return
+        batch, pos = self._batch, slot.cache.n_pos
+        batch.clear()
+        for i, token in enumerate(tail):
+            batch.add(token, pos + i, slot.id, False)
+        if self.model.decode(batch) == 0:
+            slot.cache.extend(tail)
+        else:  # no room: whatever of it went in is cut away again
+            slot.cut_to(len(slot.cache), self.model)
 
     def fail_active(self) -> None:
         """A step raised: fail the running requests and erase their slots' KV, which may be

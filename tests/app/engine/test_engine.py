@@ -13,6 +13,7 @@ import pytest
 from app.engine.config import EngineConfig
 from app.engine.engine import Engine
 from app.engine.events import Failed, Finished, TextDelta
+from app.engine.prefix_reuse import TAIL_BEFORE_PARK_MIN
 from app.engine.request import GenerationRequest, RequestError
 from app.engine.sampler import SamplingParams
 from mm.token_sequence import MediaChunk, TokenSequence
@@ -321,12 +322,13 @@ def test_a_new_task_moves_idle_slots_kv_to_host_memory_and_frees_their_cells(mod
         run(eng, GenerationRequest(b, GREEDY, max_tokens=2, id_slot=1, session="B"))
         run(eng, GenerationRequest(c, GREEDY, max_tokens=2, id_slot=2, session="C"))
         slots = {s.id: s for s in eng.slots()}
-        # C's task parked A's idle slot: its KV is in host memory, its cells are free, and
-        # the slot still belongs to conversation A. B, the idle slot released last, stays.
-        assert slots[0].n_cached == 0
-        assert slots[1].n_cached > len(b) // 2 and slots[2].n_cached > len(c) // 2
-        assert eng.call(lambda: eng.model.seq_pos_max(0)).result(timeout=30) == -1
-        assert eng.scheduler.slots[0].session == "A"
+        # C's task parked every idle slot, also B's, released last: their KV is in host
+        # memory, their cells are free, and each slot still belongs to its conversation.
+        assert slots[0].n_cached == 0 and slots[1].n_cached == 0
+        assert slots[2].n_cached > len(c) // 2
+        for i in (0, 1):
+            assert eng.call(lambda i=i: eng.model.seq_pos_max(i)).result(timeout=30) == -1
+        assert eng.scheduler.slots[0].session == "A" and eng.scheduler.slots[1].session == "B"
         text, again = run(eng, GenerationRequest(a.copy(), GREEDY, max_tokens=4, session="A"))
         assert again.timings.cache_source == "host"
         assert again.cached_tokens == len(a) - 1
@@ -334,6 +336,32 @@ def test_a_new_task_moves_idle_slots_kv_to_host_memory_and_frees_their_cells(mod
         # the same reply, and its KV holds the whole prompt.
         assert text == first
         assert {s.id: s for s in eng.slots()}[0].n_cached >= len(a)
+
+
+def test_a_long_prefill_parks_idle_slots_with_their_next_turn_boundary(model_path: str):
+    with started(model_path, n_ctx=4096, n_parallel=2, park_idle_slots=True) as eng:
+        a = prompt_of(eng, "Conversation A about rivers and mills. " * 12)
+        cont = [eng.model.eos, 198, 42]
+
+        def turn() -> GenerationRequest:
+            return GenerationRequest(a.copy(), GREEDY, max_tokens=3, id_slot=0, continuation=cont)
+
+        run(eng, turn())
+        boundary = len(a) + 3 + len(cont)  # the reply's tokens, then the continuation
+        # A short prompt parks slot 0 without its boundary (computing it would cost more than
+        # the prompt itself); a long one (>= TAIL_BEFORE_PARK_MIN tokens to prefill) with it.
+        short = prompt_of(eng, "Hello there.")
+        long = prompt_of(eng, "Conversation B about stars and comets. " * 40)
+        assert len(short) < TAIL_BEFORE_PARK_MIN <= len(long)
+        run(eng, GenerationRequest(short, GREEDY, max_tokens=2, id_slot=1))
+        saved = eng.call(lambda: eng.reuse.host.best("", a)[0].tokens).result(timeout=30)
+        assert eng.slots()[0].n_cached == 0 and len(saved) < boundary
+        _, again = run(eng, turn())  # A again on slot 0, restored; its boundary pending again
+        assert again.timings.cache_source == "host"
+        run(eng, GenerationRequest(long, GREEDY, max_tokens=2, id_slot=1))
+        saved = eng.call(lambda: eng.reuse.host.best("", a)[0].tokens).result(timeout=30)
+        assert eng.slots()[0].n_cached == 0
+        assert len(saved) == boundary and list(saved)[-len(cont) :] == cont
 
 
 def test_parking_an_idle_slot_never_evicts_a_host_entry(model_path: str):
@@ -346,9 +374,9 @@ def test_parking_an_idle_slot_never_evicts_a_host_entry(model_path: str):
         eng.call(lambda: setattr(eng.reuse.host, "budget_bytes", size * 3 // 2)).result(30)
         for i in (1, 2):
             run(eng, GenerationRequest(prompts[i], GREEDY, max_tokens=2, id_slot=i))
-        # The third task parked slot 0 (into the empty host cache); slot 1 is the latest idle.
+        # The second task parked slot 0 (into the empty host cache); slot 1 had no room.
         slots = {s.id: s.n_cached for s in eng.slots()}
-        assert slots[0] == 0 and eng.reuse.snapshot().host.entries == 1
+        assert slots[0] == 0 and slots[1] > 0 and eng.reuse.snapshot().host.entries == 1
         run(eng, GenerationRequest(prompts[3], GREEDY, max_tokens=2, id_slot=3))
         # Slot 1 would need slot 0's entry evicted: it stays resident, and the entry stays.
         slots = {s.id: s.n_cached for s in eng.slots()}
