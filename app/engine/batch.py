@@ -36,6 +36,11 @@ class Batch:
         raw.n_tokens = i + 1
         return i
 
+    def add_run(self, tokens: list[int], pos: int, seq_id: int) -> None:
+        """Append tokens at consecutive positions from `pos`, none asking for logits."""
+        for i, token in enumerate(tokens):
+            self.add(token, pos + i, seq_id, False)
+
     def close(self) -> None:
         if self.raw is not None:
             llama_cpp.llama_batch_free(self.raw)

@@ -199,7 +199,8 @@ class Engine:
                         self.stepper.step()
                         self.outbox.flush()
                         if self._park_pending:
-                            self._park_pending = self.reuse.park_idle(save=True)
+                            self._park_pending = False
+                            self.reuse.park_idle(save=True)
                         self._last_busy = time.monotonic()
                         continue
                     self.outbox.flush()
@@ -277,7 +278,8 @@ class Engine:
             return
         park = self.config.park_idle_slots
         n_cached, source = self.reuse.prepare(task, slot, park)
-        # An idle donor slot stays until it has been copied: the pass after this step parks it.
+        # What admission left (an idle donor, slots not saved before a short prefill) goes in
+        # the pass after this step, once the first token is out.
         self._park_pending |= park
         sampler.accept_prompt(prompt.text_tokens(0, len(prompt)) if not prompt.has_media else [])
         slot.documents |= task.request.documents  # the KV now holds (or will hold) its chunks

@@ -149,10 +149,11 @@ class PrefixReuse:
         admitted: Slot | None = None,
         keep: Slot | None = None,
         tails: bool = False,
-    ) -> bool:
+    ) -> None:
         """Free the cells of idle slots (but `keep`) whose KV host memory holds, saving it
-        first if `save`; True if an idle slot is left for a later saving pass. A slot that
-        cannot be saved (no room) waits for the next task's admission, not for every step.
+        first if `save`. What is left (the donor, slots not yet saved) goes in the engine's
+        pass after the next step; a slot that cannot be saved (no room) waits for the next
+        task's admission, not for every step.
         `tails`: the admitted task has a long prefill, so a slot's pending tail is decoded
         before the slot is saved (`prefill_tail`); otherwise it is dropped.
 
@@ -166,13 +167,9 @@ class PrefixReuse:
         slot when a task starts the same way (--cache-idle-slots); a conversation that comes
         back restores from host memory.
         Call from `prepare`, before it restores or computes anything."""
-        left = False
         for slot in self.scheduler.slots:
-            if slot is admitted or not slot.idle or not len(slot.cache):
-                continue  # (the admitted slot is not bound to its task yet)
-            if slot is keep:  # the donor: copied after this, parked by a later pass
-                left = True
-                continue
+            if slot is admitted or slot is keep or not slot.idle or not len(slot.cache):
+                continue  # (the admitted slot is not bound yet; the donor is copied after this)
             if save and tails and slot.tail and self.prefill_tail is not None:
                 self.prefill_tail(slot)
             # Parking never evicts a host entry: with host memory full, the KV stays where it
@@ -182,9 +179,6 @@ class PrefixReuse:
                 self.save(slot, keep=0)
             if self.host.covers(slot.salt, slot.cache) or len(slot.cache) < MIN_SAVE_TOKENS:
                 slot.park(self.model)
-            elif not save:
-                left = True
-        return left
 
     def save(self, slot: Slot, keep: int) -> None:
         """Copy the slot's KV to host memory if keeping only `keep` tokens would lose enough."""

@@ -214,9 +214,7 @@ class Scheduler:
         # Idle prefill only when nothing else runs: it must never slow a live request.
         for slot in self.slots if not planned else ():
             if slot.idle and slot.tail and now >= slot.tail_due and batch.free >= len(slot.tail):
-                pos = slot.cache.n_pos
-                for i, token in enumerate(slot.tail):
-                    batch.add(token, pos + i, slot.id, False)
+                batch.add_run(slot.tail, slot.cache.n_pos, slot.id)
                 planned.append(Planned(None, slot, list(slot.tail)))
         return planned
 

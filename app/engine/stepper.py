@@ -53,11 +53,9 @@ class Stepper:
         tail, slot.tail = slot.tail, None
         if not tail:
             return
-        batch, pos = self._batch, slot.cache.n_pos
-        batch.clear()
-        for i, token in enumerate(tail):
-            batch.add(token, pos + i, slot.id, False)
-        if self.model.decode(batch) == 0:
+        self._batch.clear()
+        self._batch.add_run(tail, slot.cache.n_pos, slot.id)
+        if self.model.decode(self._batch) == 0:
             slot.cache.extend(tail)
         else:  # no room: whatever of it went in is cut away again
             slot.cut_to(len(slot.cache), self.model)
