@@ -195,6 +195,9 @@ class Engine:
             while not self._stopping:
                 try:
                     self._intake()
+                    # What admission sent (an exact repeat's first token, failures) goes out
+                    # now, not after the next decode.
+                    self.outbox.flush()
                     if self.scheduler.has_work:
                         self.stepper.step()
                         self.outbox.flush()
@@ -203,7 +206,6 @@ class Engine:
                             self.reuse.park_idle(save=True)
                         self._last_busy = time.monotonic()
                         continue
-                    self.outbox.flush()
                     # Idle prefill waits until the whole engine has been idle for the delay, so
                     # it does not hold up a request arriving right after another one ended.
                     due = self.scheduler.next_tail_due()
@@ -286,6 +288,8 @@ class Engine:
         task.start(slot.id, n_cached, sampler, source)
         self.scheduler.bind(task, slot)
         task.on_close = lambda: self._closed(task, slot)
+        if not task.prefilling:  # an exact repeat of the slot's last prompt
+            self.stepper.sample_repeat(task, slot)
 
     def _closed(self, task: Task, slot: Slot) -> None:
         """The task ended (its terminal event goes out right after this): queue the idle

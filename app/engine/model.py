@@ -14,6 +14,7 @@ import ctypes
 import logging
 
 import llama_cpp
+import numpy as np
 
 from app.engine.batch import Batch
 from app.engine.config import EngineConfig
@@ -198,6 +199,11 @@ class Model:
 
     def new_batch(self) -> Batch:
         return Batch(self.n_batch)
+
+    def logits(self, row: int) -> np.ndarray:
+        """Batch row `row`'s logits of the last decode: a view, valid until the next decode."""
+        ptr = llama_cpp.llama_get_logits_ith(self.ctx, row)
+        return np.ctypeslib.as_array(ptr, shape=(self.n_vocab,))
 
     def decode(self, batch: Batch) -> int:
         """llama_decode; 0 = ok, 1 = no KV room for the batch, other = error. Releases the GIL.

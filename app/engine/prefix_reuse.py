@@ -95,6 +95,8 @@ class PrefixReuse:
             self._cut(slot, 0, salt)
             return 0, "none"
         own = usable_prefix(prompt, slot.reusable_prefix(prompt, salt))
+        if slot.repeat_logits(prompt, salt) is not None:
+            own = len(prompt)  # an exact repeat: nothing to evaluate (Stepper.sample_repeat)
         donor, donor_n = self.scheduler.best_source(task, exclude=slot)
         donor_n = usable_prefix(prompt, donor_n)
         if donor is not None and donor.documents & self.forgotten:

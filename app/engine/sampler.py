@@ -7,6 +7,7 @@ makes replies reproducible and comparable with and without cache.
 
 from __future__ import annotations
 
+import ctypes
 import random
 from dataclasses import dataclass
 
@@ -42,6 +43,10 @@ class SamplingParams:
             or self.frequency_penalty != 0.0
             or self.presence_penalty != 0.0
         ) and self.repeat_last_n != 0
+
+
+# llama_token_data: what llama.cpp's samplers read and reorder (id, logit, p).
+_TOKEN_DATA = np.dtype([("id", np.int32), ("logit", np.float32), ("p", np.float32)])
 
 
 class Sampler:
@@ -113,14 +118,39 @@ class Sampler:
 
     def sample(self, ctx: llama_cpp.llama_context_p, batch_index: int) -> int:
         """Sample from the logits of batch row `batch_index`; also accepts the token."""
-        if self._argmax:  # the first maximum on a tie, as llama.cpp's greedy sampler
+        if self._argmax:
             ptr = llama_cpp.llama_get_logits_ith(ctx, batch_index)
-            logits = np.ctypeslib.as_array(ptr, shape=(self._n_vocab,))
-            if len(self._bias):  # on a copy: logprobs read the raw logits afterwards
-                logits = logits.copy()
-                np.add.at(logits, self._bias_ids, self._bias)  # a repeated id adds up
-            return int(logits.argmax())
+            return self._biased_argmax(np.ctypeslib.as_array(ptr, shape=(self._n_vocab,)))
         return llama_cpp.llama_sampler_sample(self._chain, ctx, batch_index)
+
+    def sample_logits(self, logits: np.ndarray) -> int:
+        """Sample from logits held outside the context (a slot's kept ones), exactly as
+        llama_sampler_sample does from the context's: the chain picks from every token's
+        logit, then accepts its pick."""
+        if self._argmax:
+            return self._biased_argmax(logits)
+        data = np.empty(self._n_vocab, dtype=_TOKEN_DATA)
+        data["id"] = np.arange(self._n_vocab, dtype=np.int32)
+        data["logit"] = logits
+        data["p"] = 0.0
+        candidates = llama_cpp.llama_token_data_array(
+            data.ctypes.data_as(ctypes.POINTER(llama_cpp.llama_token_data)),
+            self._n_vocab,
+            -1,
+            False,
+        )
+        llama_cpp.llama_sampler_apply(self._chain, ctypes.byref(candidates))
+        # The samplers reorder and shrink the candidates inside this same buffer.
+        token = int(data["id"][candidates.selected])
+        llama_cpp.llama_sampler_accept(self._chain, token)
+        return token
+
+    def _biased_argmax(self, logits: np.ndarray) -> int:
+        """The first maximum on a tie, as llama.cpp's greedy sampler."""
+        if len(self._bias):  # on a copy: logprobs read the raw logits afterwards
+            logits = logits.copy()
+            np.add.at(logits, self._bias_ids, self._bias)  # a repeated id adds up
+        return int(logits.argmax())
 
     def close(self) -> None:
         if self._chain is not None:

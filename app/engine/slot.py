@@ -3,6 +3,12 @@
 Invariant: `cache` is exactly what KV sequence `id` holds, positions 0..cache.n_pos-1 (prompt and
 generated tokens that were decoded; a sampled token that was never decoded is not in it). A slot
 keeps its KV after its request ends, so a next request sharing a prefix prefills only the rest.
+
+It also keeps the logits its last prompt ended on: an exact repeat of that prompt (a retry, a
+regenerated reply) then samples its first token from them and evaluates nothing, where
+llama.cpp would need its last token decoded again. Invariant: those logits are what the model
+gives after the first `_logits_n` tokens of `cache`; whatever rewrites that part of the KV drops
+them (appending does not).
 """
 
 from __future__ import annotations
@@ -10,6 +16,8 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
+
+import numpy as np
 
 from mm.token_sequence import TokenSequence
 
@@ -53,6 +61,8 @@ class Slot:
         self.session: str | None = None  # conversation whose KV this slot holds (affinity)
         # Documents whose chunks may be in the KV (a superset: cleared only when the KV is).
         self.documents: frozenset[str] = frozenset()
+        self._logits: np.ndarray | None = None  # see the module's second invariant
+        self._logits_n = 0
 
     @property
     def idle(self) -> bool:
@@ -65,8 +75,24 @@ class Slot:
         """
         return self.cache.common_prefix(prompt) if salt == self.salt else 0
 
+    def keep_logits(self, logits: np.ndarray) -> None:
+        """The logits of the last prompt token, just decoded: `cache` ends with that prompt."""
+        self._logits, self._logits_n = logits.copy(), len(self.cache)
+
+    def repeat_logits(self, prompt: TokenSequence, salt: str) -> np.ndarray | None:
+        """The kept logits if `prompt` is exactly the prompt they ended (the KV holds all of it,
+        under the same tenant), else None."""
+        if self._logits is None or self._logits_n != len(prompt) or salt != self.salt:
+            return None
+        return self._logits if self.cache.common_prefix(prompt) >= len(prompt) else None
+
+    def _drop_logits_past(self, n: int) -> None:
+        if n < self._logits_n:
+            self._logits, self._logits_n = None, 0
+
     def cut_to(self, n: int, model: Model) -> int:
-        """Keep the first n tokens of the KV (n from `usable_prefix`); return what is kept."""
+        """Keep the first n tokens of the KV (n from `usable_prefix`, or the whole prompt for a
+        repeat with kept logits); return what is kept."""
         self.tail = None
         if n > 0 and not model.can_keep(self.id, self.cache.pos_at(n)):
             n = 0  # a sliding window that no longer holds what position n needs: start over
@@ -75,6 +101,7 @@ class Slot:
         if n == 0:
             model.seq_clear(self.id)
             self.documents = frozenset()
+        self._drop_logits_past(n)
         self.cache.keep_first(n)
         return n
 
@@ -110,6 +137,7 @@ class Slot:
                 head_c += 1
         if head_p > n:
             # The KV now holds the prompt's first head_p tokens, then whatever was not reused.
+            self._drop_logits_past(n)
             model.seq_rm(self.id, head_p, -1)
             self.cache = TokenSequence(cache[:head_p])
         return head_p
@@ -119,6 +147,7 @@ class Slot:
 
         The donor may be generating: its cells below n are never written again by it."""
         self.tail = None
+        self._drop_logits_past(0)
         model.seq_clear(self.id)
         model.seq_cp(donor.id, self.id, 0, donor.cache.pos_at(n))
         self.cache = donor.cache.copy()
@@ -131,6 +160,7 @@ class Slot:
         self.salt = ""
         self.session = None
         self.documents = frozenset()
+        self._drop_logits_past(0)
         model.seq_clear(self.id)
         self.cache = TokenSequence()
 

@@ -13,7 +13,6 @@ from __future__ import annotations
 import logging
 import time
 
-import llama_cpp
 import numpy as np
 
 from app.engine.events import TokenLogprob
@@ -22,6 +21,7 @@ from app.engine.model import Model
 from app.engine.prefix_reuse import PrefixReuse
 from app.engine.scheduler import Planned, Scheduler
 from app.engine.slot import Slot
+from app.engine.task import Task
 from app.engine.vision import Vision
 
 log = logging.getLogger(__name__)
@@ -104,19 +104,38 @@ class Stepper:
             task = p.task
             if task is None or p.row is None or task.done:
                 continue
+            # Read only where needed: each ctypes call lets the HTTP thread take the GIL.
+            logits = None
+            if p.n_prompt and not task.prefilling:  # the row of the prompt's last token
+                logits = model.logits(p.row)
+                p.slot.keep_logits(logits)
             token = task.sampler.sample(model.ctx, p.row)
-            room_left = self.n_ctx_request - p.slot.cache.n_pos - 1
-            piece = model.token_to_piece(token)
-            n_top = task.request.logprobs
-            logprob = token_logprob(model, p.row, token, n_top) if n_top is not None else None
-            # A task that ends here has released its slot (Task._close -> _closed) already.
-            task.on_token(token, piece, model.is_eog(token), room_left, logprob)
+            if logits is None and task.request.logprobs is not None:
+                logits = model.logits(p.row)
+            self._deliver(task, p.slot, token, logits)
+
+    def sample_repeat(self, task: Task, slot: Slot) -> None:
+        """First token of a task whose whole prompt the slot holds with its logits kept (an
+        exact repeat, admitted with nothing to prefill): sampled from those, no decode."""
+        logits = slot.repeat_logits(task.request.prompt, task.request.cache_salt)
+        assert logits is not None and task.sampler is not None
+        self._deliver(task, slot, task.sampler.sample_logits(logits), logits)
+
+    def _deliver(self, task: Task, slot: Slot, token: int, logits: np.ndarray | None) -> None:
+        """Hand a sampled token to its task (`logits`: its raw logits, for logprobs)."""
+        model = self.model
+        room_left = self.n_ctx_request - slot.cache.n_pos - 1
+        n_top = task.request.logprobs
+        logprob = None
+        if n_top is not None and logits is not None:
+            logprob = token_logprob(model, logits, token, n_top)
+        # A task that ends here has released its slot (Task._close -> _closed) already.
+        task.on_token(token, model.token_to_piece(token), model.is_eog(token), room_left, logprob)
 
 
-def token_logprob(model: Model, row: int, token: int, n_top: int) -> TokenLogprob:
-    """Log-softmax of batch row `row`'s raw logits: the token's logprob and the n_top best."""
-    ptr = llama_cpp.llama_get_logits_ith(model.ctx, row)
-    logits = np.ctypeslib.as_array(ptr, shape=(model.n_vocab,)).astype(np.float64)
+def token_logprob(model: Model, raw: np.ndarray, token: int, n_top: int) -> TokenLogprob:
+    """Log-softmax of raw logits: the token's logprob and the n_top best."""
+    logits = raw.astype(np.float64)
     shifted = logits - logits.max()
     logprobs = shifted - np.log(np.exp(shifted).sum())
 

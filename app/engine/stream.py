@@ -29,6 +29,7 @@ class EngineStream:
         self._finished = False
         self._streaming = streaming
         self._held: list[Event] = []  # engine thread: deltas of an unstreamed request
+        self._posted = False  # engine thread: an event has gone to the outbox
         self.submitted_at = time.perf_counter()
         self.task = engine.submit(request, self._deliver)
 
@@ -37,9 +38,11 @@ class EngineStream:
             self._held.append(event)
             return
         held, self._held = self._held, []
+        outbox, first = self._engine.outbox, not self._posted
+        self._posted = True
         for e in held:
-            self._engine.outbox.post(self, e)
-        self._engine.outbox.post(self, event)
+            outbox.post(self, e, first)
+        outbox.post(self, event, first)
 
     def receive(self, event: Event) -> None:  # event loop
         self._queue.put_nowait(event)

@@ -60,14 +60,70 @@ def run(engine: Engine, request: GenerationRequest) -> tuple[str, Finished]:
     return asyncio.run(collect(engine, request))
 
 
-def test_exact_repeat_evaluates_only_the_last_prompt_token(engine: Engine):
+def collect_events(engine: Engine, request: GenerationRequest) -> list[Any]:
+    async def events() -> list[Any]:
+        return [event async for event in engine.open(request)]
+
+    return asyncio.run(events())
+
+
+@contextmanager
+def decode_sizes(engine: Engine) -> Iterator[list[int]]:
+    """The number of tokens of each llama_decode the engine's steps run meanwhile."""
+    sizes: list[int] = []
+    decode = engine.model.decode
+
+    def counting(batch):  # noqa: ANN001, ANN202 (the Model method's own types)
+        sizes.append(batch.n_tokens)
+        return decode(batch)
+
+    engine.model.decode = counting  # type: ignore[method-assign]
+    try:
+        yield sizes
+    finally:
+        del engine.model.decode
+
+
+def test_exact_repeat_evaluates_nothing_and_samples_from_the_kept_logits(engine: Engine):
     prompt = prompt_of(engine, "The quick brown fox jumps over the lazy dog. " * 4)
     first_text, first = run(engine, GenerationRequest(prompt, GREEDY, max_tokens=6))
-    text, done = run(engine, GenerationRequest(prompt.copy(), GREEDY, max_tokens=6))
+    with decode_sizes(engine) as decodes:
+        text, done = run(engine, GenerationRequest(prompt.copy(), GREEDY, max_tokens=6))
     assert first.timings.prompt_n == len(prompt) - first.cached_tokens
-    assert done.cached_tokens == len(prompt) - 1
-    assert done.timings.prompt_n == 1
+    assert done.cached_tokens == len(prompt)
+    assert done.timings.prompt_n == 0
     assert text == first_text
+    assert decodes == [1] * 5  # the 5 tokens after the first, one at a time; no prompt row
+
+
+def test_exact_repeat_with_logprobs_and_a_seed_matches_the_first_run(engine: Engine):
+    """The kept logits are the prompt's own: a seeded draw and the logprobs of the first
+    token are what the first run had (sampled from the context's row there)."""
+    prompt = prompt_of(engine, "Name a colour of the rainbow and say why you like it.")
+    seeded = SamplingParams(temperature=1.2, top_k=0, top_p=1.0, min_p=0.0, seed=1234)
+    request = GenerationRequest(prompt, seeded, max_tokens=1, logprobs=5)
+    first = collect_events(engine, request)
+    repeat = GenerationRequest(prompt.copy(), seeded, max_tokens=1, logprobs=5)
+    again = collect_events(engine, repeat)
+    assert isinstance(again[-1], Finished) and again[-1].cached_tokens == len(prompt)
+    assert [d.tokens for d in again[:-1]] == [d.tokens for d in first[:-1]]
+    assert [d.logprobs for d in again[:-1]] == [d.logprobs for d in first[:-1]]
+
+
+def test_kept_logits_go_when_the_prompt_they_ended_is_no_longer_whole(engine: Engine):
+    base = prompt_of(engine, "A story about a lighthouse keeper and a storm at sea. " * 3)
+    longer = base.copy()
+    longer.extend(engine.model.tokenize(" And then?", add_special=False))
+    shorter = base.copy()
+    shorter.keep_first(len(base) - 6)
+    run(engine, GenerationRequest(base, GREEDY, max_tokens=2))
+    _, grown = run(engine, GenerationRequest(longer, GREEDY, max_tokens=2))
+    _, back = run(engine, GenerationRequest(base.copy(), GREEDY, max_tokens=2))
+    assert grown.cached_tokens == len(base) and back.timings.prompt_n == 1  # not longer's end
+    _, cut = run(engine, GenerationRequest(shorter, GREEDY, max_tokens=2))
+    _, after_cut = run(engine, GenerationRequest(base.copy(), GREEDY, max_tokens=2))
+    assert cut.timings.prompt_n == 1
+    assert after_cut.timings.prompt_n > 0  # base's logits went with the cut
 
 
 def test_a_repeat_that_drops_only_the_last_reply_saves_nothing_to_host_memory(engine: Engine):
@@ -77,7 +133,7 @@ def test_a_repeat_that_drops_only_the_last_reply_saves_nothing_to_host_memory(en
     run(engine, GenerationRequest(prompt, GREEDY, max_tokens=24, ignore_eos=True))
     saves = engine.reuse.stats.saves
     _, again = run(engine, GenerationRequest(prompt.copy(), GREEDY, max_tokens=4))
-    assert again.cached_tokens == len(prompt) - 1
+    assert again.cached_tokens == len(prompt)
     assert engine.reuse.stats.saves == saves
 
 
@@ -293,7 +349,7 @@ def test_salted_cache_is_not_reused_under_another_salt(engine: Engine):
         engine, GenerationRequest(prompt.copy(), GREEDY, max_tokens=2, cache_salt="tenant-a")
     )
     assert other.cached_tokens == 0
-    assert same.cached_tokens == len(prompt) - 1
+    assert same.cached_tokens == len(prompt)
 
 
 def test_prefix_whose_slot_was_taken_comes_back_from_host_memory(model_path: str):

@@ -67,3 +67,41 @@ def test_plain_greedy_is_the_argmax_the_sampler_chain_would_pick(model_path: str
         for s in (fast, chain, penalised, grammar, fast_biased, chain_biased):
             s.close()
         model.close()
+
+
+def test_sampling_kept_logits_picks_what_the_context_rows_would(model_path: str):
+    """`sample_logits` (an exact repeat's first token, from a slot's kept logits) must pick
+    what `sample` picks from the context's row, for every kind of chain and seed, and accept
+    its pick the same way (the next picks agree too)."""
+    model = Model(EngineConfig(model_path=model_path, n_ctx=256, n_parallel=1))
+    kinds = [
+        SamplingParams(temperature=0),  # numpy argmax
+        SamplingParams(temperature=0, repeat_penalty=1.3, logit_bias=((13, 9.0),)),  # chain
+        SamplingParams(temperature=1.5, top_k=0, top_p=1.0, min_p=0.0, seed=7),
+        SamplingParams(temperature=1.0, seed=11, frequency_penalty=0.7),
+        SamplingParams(temperature=0.9, seed=3, grammar="root ::= [0-9]+"),
+    ]
+    pairs = [
+        tuple(Sampler(p, model.n_vocab, model.n_ctx, model.vocab) for _ in range(2)) for p in kinds
+    ]
+    batch = model.new_batch()
+    try:
+        tokens = model.tokenize("Count with me: one, two, three,")
+        for i, token in enumerate(tokens):
+            row = batch.add(token, i, 0, i == len(tokens) - 1)
+        assert model.decode(batch) == 0
+        kept = model.logits(row).copy()
+        picks: list[list[int]] = [[] for _ in kinds]
+        for _ in range(6):  # the same logits again: seeded draws move on, penalties build up
+            for (from_ctx, from_kept), out in zip(pairs, picks, strict=True):
+                token = from_ctx.sample(model.ctx, row)
+                assert from_kept.sample_logits(kept) == token
+                out.append(token)
+        assert any(len(set(p)) > 1 for p in picks)  # not one token over and over
+        assert model.token_text(picks[-1][0]).strip().isdigit()  # the grammar held
+    finally:
+        batch.close()
+        for pair in pairs:
+            for s in pair:
+                s.close()
+        model.close()

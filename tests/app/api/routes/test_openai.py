@@ -102,8 +102,9 @@ def test_chat_streaming_matches_non_streaming_and_reports_usage(client: openai.O
     assert text == whole.choices[0].message.content
     assert finish == whole.choices[0].finish_reason
     assert usage is not None and usage.completion_tokens == whole.usage.completion_tokens
-    # The second identical prompt was served from the slot's KV (all but the last token).
-    assert usage.prompt_tokens_details.cached_tokens == usage.prompt_tokens - 1
+    # The second identical prompt was served from the slot's KV, all of it: its first token
+    # comes from the logits the slot kept from the first.
+    assert usage.prompt_tokens_details.cached_tokens == usage.prompt_tokens
 
 
 def test_shared_long_prefix_is_reused(server: ServerProcess, client: openai.OpenAI):
@@ -164,7 +165,8 @@ def test_greedy_reply_with_cache_matches_without_cache(client: openai.OpenAI, qu
     cold = chat(client, messages, max_tokens=32, cache_prompt=False, logprobs=True, top_logprobs=5)
     assert cold.usage.prompt_tokens_details.cached_tokens == 0
     warm = chat(client, messages, max_tokens=32, logprobs=True, top_logprobs=5)
-    assert warm.usage.prompt_tokens_details.cached_tokens == warm.usage.prompt_tokens - 1
+    # An exact repeat: nothing evaluated, its first token from the logits the cold run left.
+    assert warm.usage.prompt_tokens_details.cached_tokens == warm.usage.prompt_tokens
     cold_steps = cold.choices[0].logprobs.content
     warm_steps = warm.choices[0].logprobs.content
     assert warm_steps[0].token == cold_steps[0].token
@@ -311,7 +313,9 @@ def test_cache_salt_isolates_tenants(server: ServerProcess, client: openai.OpenA
     other = chat(client, messages, max_tokens=2, cache_salt="tenant-b")
     same = chat(client, messages, max_tokens=2, cache_salt="tenant-a")
     assert other.usage.prompt_tokens_details.cached_tokens == 0
-    assert same.usage.prompt_tokens_details.cached_tokens == same.usage.prompt_tokens - 1
+    # All of it when the slot still holds it (kept logits), all but the last token when it
+    # comes back from host memory (the other tenant's request may have taken that slot).
+    assert same.usage.prompt_tokens_details.cached_tokens >= same.usage.prompt_tokens - 1
 
 
 def test_client_disconnect_frees_the_slot_and_keeps_its_kv(server: ServerProcess):
@@ -336,10 +340,9 @@ def test_client_disconnect_frees_the_slot_and_keeps_its_kv(server: ServerProcess
         timeout=60,
         json={**body, "stream": False, "max_tokens": 4},
     ).json()
-    assert (
-        again["usage"]["prompt_tokens_details"]["cached_tokens"]
-        == again["usage"]["prompt_tokens"] - 1
-    )
+    # The same prompt: all of it from the KV, the first token from the logits the slot kept.
+    usage = again["usage"]
+    assert usage["prompt_tokens_details"]["cached_tokens"] == usage["prompt_tokens"]
 
 
 def error_of(resp: httpx.Response) -> dict:
