@@ -30,14 +30,34 @@ class Plan:
     sessions: int
     clients: int  # concurrent clients of the throughput scenario
     client_tokens: int  # tokens each client generates
-    repeats: int  # runs of each scenario and decode row on the servers of REPEATED
+    repeats: int  # runs of each scenario on the servers of REPEATED
+    # Runs of each aggregate decode row there: one run lasts ~3 s and moves by 5-10% from run
+    # to run on this machine (measured: two full benches at 3 runs put the 8-client row at
+    # 0.98 both times, alternating A/B runs of the same code at 1.02).
+    decode_repeats: int
 
 
 FULL = Plan(
-    long=16, system=18, chat=6, session=4, sessions=8, clients=8, client_tokens=64, repeats=3
+    long=16,
+    system=18,
+    chat=6,
+    session=4,
+    sessions=8,
+    clients=8,
+    client_tokens=64,
+    repeats=3,
+    decode_repeats=7,
 )
 QUICK = Plan(
-    long=4, system=5, chat=2, session=1, sessions=8, clients=8, client_tokens=16, repeats=1
+    long=4,
+    system=5,
+    chat=2,
+    session=1,
+    sessions=8,
+    clients=8,
+    client_tokens=16,
+    repeats=1,
+    decode_repeats=1,
 )
 
 Scenario = Callable[[str, core.Cold], list[Row]]
@@ -186,11 +206,11 @@ def run(
     A server between its turns computes nothing; the pause after each turn lets a server's idle
     work (parking KV, prefilling the next turn's boundary) end before the next one is timed.
 
-    Ours and llama-server run every scenario and aggregate decode row `plan.repeats` times
-    (fresh documents each time), taking turns, and each figure is the mean over those runs: a
-    warm request takes 15-100 ms and one request's figure moves by several ms from run to run
-    here; an aggregate decode run lasts ~3 s. llama-cpp-python (no target depends on it) runs
-    each once."""
+    Ours and llama-server run every scenario `plan.repeats` times (fresh documents each time)
+    and every aggregate decode row `plan.decode_repeats` times, taking turns, and each figure is
+    the mean over those runs: a warm request takes 5-100 ms and one request's figure moves by
+    several ms from run to run here; an aggregate decode run lasts ~3 s and moves by 5-10%.
+    llama-cpp-python (no target depends on it) runs each once."""
     failed: dict[str, str] = {}
     started: list[peers.Peer] = []
     try:
@@ -218,7 +238,7 @@ def run(
                     servers[name]["scenarios"][group] = summarize(done)
         for clients in (1, plan.clients):
             rates: dict[str, list[dict]] = {peer.name: [] for peer in started}
-            for peer in _turns(started, plan.repeats):
+            for peer in _turns(started, plan.decode_repeats):
                 out = servers[peer.name]
                 rate = run_throughput(peer, out, clients, plan.client_tokens, bias)
                 if rate is not None:

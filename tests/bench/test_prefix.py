@@ -66,7 +66,7 @@ def test_scenarios_take_turns_between_servers_that_are_all_up(monkeypatch: pytes
         FakePeer("llama-server", log),
         FakePeer("other", log),
     ]
-    plan = dataclasses.replace(prefix.QUICK, repeats=2)
+    plan = dataclasses.replace(prefix.QUICK, repeats=2, decode_repeats=2)
     servers, failed = prefix.run(peers, plan, {}, "model.gguf")  # type: ignore[arg-type]
     assert failed == {}
     assert log == [
