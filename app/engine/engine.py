@@ -24,7 +24,7 @@ from app.cache.disk_cache import DiskCache
 from app.cache.host_cache import HostCache
 from app.engine.config import EngineConfig
 from app.engine.model import Model
-from app.engine.outbox import Outbox
+from app.engine.outbox import FIRST_EVENT_WAIT_S, Outbox
 from app.engine.prefix_reuse import PrefixReuse
 from app.engine.request import GenerationRequest, RequestError
 from app.engine.sampler import Sampler
@@ -57,7 +57,10 @@ class Engine:
         self.stepper = Stepper(self.model, self.scheduler, self.reuse, self.n_ctx_request)
         self.reuse.prefill_tail = self.stepper.prefill_tail
         self._calls: list[tuple[Callable[[], object], Future]] = []
-        self.outbox = Outbox()  # events of a step, one event-loop wake-up per step
+        # Events of a step, one event-loop wake-up per step. Waiting for a loop to send first
+        # tokens pays on CPU only, where the next decode takes the cores the loop needs.
+        on_cpu = self.model.n_gpu_layers == 0
+        self.outbox = Outbox(FIRST_EVENT_WAIT_S if on_cpu else 0.0)
         self._inbox: list[Task] = []
         self._lock = threading.Lock()
         self._stopping = False

@@ -5,13 +5,13 @@ wake the HTTP event loop (and switch threads under the GIL) once for every token
 stream. The engine thread posts events here while it works and flushes once per step, so a
 loop wakes once per step for all its streams, whatever their number.
 
-A request's first event is its time to first token. After a flush that holds one, the engine
-thread waits (at most FIRST_EVENT_WAIT_S) until its loop has had one turn with the events, which
-sends them, before computing on: otherwise the next decode's OpenMP threads take both cores
-while the event loop and the client need them to send and read that token (measured here, an
-exact repeat of a ~1,000-token prompt with 4 tokens to generate: the first token reached the
-client 6.1 ms after the request without the wait, 2.6 ms with it; 1.7 ms with nothing to
-generate after it).
+A request's first event is its time to first token. On CPU, after a flush that holds one, the
+engine thread waits (at most FIRST_EVENT_WAIT_S) until its loop has had one turn with the
+events, which sends them, before computing on: otherwise the next decode's OpenMP threads take
+both cores while the event loop and the client need them to send and read that token (measured
+here, an exact repeat of a ~1,000-token prompt with 4 tokens to generate: the first token
+reached the client 6.1 ms after the request without the wait, 2.6 ms with it; 1.7 ms with
+nothing to generate after it).
 
 Engine thread only; the hand-over runs on each loop.
 """
@@ -33,9 +33,10 @@ FIRST_EVENT_WAIT_S = 0.005
 
 
 class Outbox:
-    def __init__(self) -> None:
+    def __init__(self, first_wait_s: float = FIRST_EVENT_WAIT_S) -> None:
         self._pending: dict[asyncio.AbstractEventLoop, list[tuple[EngineStream, Event]]] = {}
         self._first = False  # a pending event is some request's first
+        self.first_wait_s = first_wait_s  # 0: never wait
 
     def post(self, stream: EngineStream, event: Event, first: bool = False) -> None:
         self._pending.setdefault(stream.loop, []).append((stream, event))
@@ -45,7 +46,7 @@ class Outbox:
         """Hand every posted event to its loop, in order (one call per loop); with a first
         event among them, wait until each loop has had its turn with them."""
         pending, self._pending = self._pending, {}
-        first, self._first = self._first, False
+        first, self._first = self._first and self.first_wait_s > 0, False
         sent: list[threading.Event] = []
         for loop, items in pending.items():
             done = threading.Event() if first else None
@@ -58,7 +59,7 @@ class Outbox:
             if done is not None:
                 sent.append(done)
         for done in sent:
-            done.wait(FIRST_EVENT_WAIT_S)
+            done.wait(self.first_wait_s)
 
 
 def _hand_over(
