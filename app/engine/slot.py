@@ -82,9 +82,9 @@ class Slot:
     def repeat_logits(self, prompt: TokenSequence, salt: str) -> np.ndarray | None:
         """The kept logits if `prompt` is exactly the prompt they ended (the KV holds all of it,
         under the same tenant), else None."""
-        if self._logits is None or self._logits_n != len(prompt) or salt != self.salt:
+        if self._logits is None or self._logits_n != len(prompt):
             return None
-        return self._logits if self.cache.common_prefix(prompt) >= len(prompt) else None
+        return self._logits if self.reusable_prefix(prompt, salt) >= len(prompt) else None
 
     def _drop_logits_past(self, n: int) -> None:
         if n < self._logits_n:

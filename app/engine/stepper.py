@@ -133,9 +133,9 @@ class Stepper:
         task.on_token(token, model.token_to_piece(token), model.is_eog(token), room_left, logprob)
 
 
-def token_logprob(model: Model, raw: np.ndarray, token: int, n_top: int) -> TokenLogprob:
-    """Log-softmax of raw logits: the token's logprob and the n_top best."""
-    logits = raw.astype(np.float64)
+def token_logprob(model: Model, row: np.ndarray, token: int, n_top: int) -> TokenLogprob:
+    """Log-softmax of one row of raw logits: the token's logprob and the n_top best."""
+    logits = row.astype(np.float64)
     shifted = logits - logits.max()
     logprobs = shifted - np.log(np.exp(shifted).sum())
 
