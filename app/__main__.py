@@ -109,6 +109,12 @@ def parse_args(argv: list[str] | None = None) -> dict[str, object]:
         type=float,
         help="seconds idle before a chat's next-turn boundary is prefilled (<0 off)",
     )
+    p.add_argument(
+        "--burst-wait",
+        type=float,
+        help="seconds an idle server waits for requests still being read before it prefills, "
+        "so that requests sent at once are prefilled together (0 off)",
+    )
     p.add_argument("--no-warmup", dest="warmup", action="store_false", default=None)
     p.add_argument("-v", "--verbose", action="store_true", default=None)
     p.add_argument("--log-level")

@@ -10,6 +10,7 @@ from contextlib import asynccontextmanager
 from fastapi import FastAPI
 from starlette.types import Scope
 
+from app.api.arrival_tickets import ArrivalTickets
 from app.api.auth import Auth, tenant_salt
 from app.api.body_limit import BodyLimit
 from app.api.errors import ERROR_RESPONSES, install_error_handlers
@@ -61,7 +62,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         def gauges() -> EngineGauges:
             slots = engine.slots()
             busy = sum(1 for s in slots if s.state != "idle")
-            return EngineGauges(len(slots), busy, engine.n_waiting)
+            return EngineGauges(len(slots), busy, engine.n_waiting, engine.arrivals.pending)
 
         metrics = Metrics(gauges)
         engine.reuse.on_op = metrics.observe_cache_op
@@ -107,6 +108,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.add_middleware(
         Auth, static_key=settings.api_key, max_per_key=settings.max_concurrent_per_key
     )
+    # Outermost: a generation request counts as arriving before anything else is done with it.
+    app.add_middleware(ArrivalTickets)
     routers = (
         openai,
         sessions,

@@ -60,6 +60,7 @@ class EngineGauges:
     slots_total: int
     slots_busy: int
     queue_depth: int
+    arriving: int = 0  # generation requests received, not yet queued (app/engine/arrivals.py)
 
 
 class _EngineCollector(Collector):
@@ -73,6 +74,11 @@ class _EngineCollector(Collector):
             ("kvchat_slots_total", "Number of slots.", "slots_total"),
             ("kvchat_slots_busy", "Number of requests processing.", "slots_busy"),
             ("kvchat_queue_depth", "Number of requests deferred.", "queue_depth"),
+            (
+                "kvchat_requests_arriving",
+                "Number of generation requests received and not yet queued.",
+                "arriving",
+            ),
         )
         for name, help_text, field in specs:
             value = None if g is None else getattr(g, field)

@@ -151,7 +151,11 @@ async def respond(
 ) -> JSONResponse | StreamingResponse:
     rec = TurnRecorder()
     # Raises RequestError before anything is sent. Unstreamed: the text comes with the end.
-    stream = services.engine.open(request, streaming=body.stream)
+    try:
+        stream = services.engine.open(request, streaming=body.stream)
+    finally:  # the engine waits for no more of this request (app/api/arrival_tickets.py)
+        if (ticket := http.scope.get("state", {}).get("arrival")) is not None:
+            ticket.settle()
     envelope = Envelope(reply.shape, services.model_name, reply.extra)
     ending = _Ending(services, request, reply, rec, stream.task)
     if body.stream:

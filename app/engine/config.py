@@ -30,6 +30,9 @@ class EngineConfig:
     # Seconds a slot stays idle before its conversation's predictable continuation is
     # prefilled: a quick follow-up (a retry, a different prompt) must not wait for that work.
     idle_prefill_delay: float = 0.25
+    # Longest an idle engine waits for requests received but not yet submitted before it
+    # prefills, so a burst is prefilled in one batch (app/engine/arrivals.py); 0 = never.
+    burst_wait: float = 0.02
     cache_ram_bytes: int = 2048 << 20  # host-memory prompt cache budget; 0 disables it
     cache_ram_tokens: int | None = None  # optional budget in tokens
     # Host-cache eviction: "gdsf" served more prompt tokens than "lru" in bench/eviction.py

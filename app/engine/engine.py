@@ -22,6 +22,7 @@ from concurrent.futures import Future
 
 from app.cache.disk_cache import DiskCache
 from app.cache.host_cache import HostCache
+from app.engine.arrivals import Arrivals
 from app.engine.config import EngineConfig
 from app.engine.model import Model
 from app.engine.outbox import FIRST_EVENT_WAIT_S, Outbox
@@ -50,6 +51,7 @@ class Engine:
             else None
         )
         self._wake = threading.Event()
+        self.arrivals = Arrivals(wake=self._wake.set)  # taken by the HTTP layer
         self.reuse = PrefixReuse(
             self.model, self.scheduler, host, disk, config.cache_reuse, wake=self._wake.set
         )
@@ -197,10 +199,13 @@ class Engine:
         try:
             while not self._stopping:
                 try:
+                    was_idle = not self.scheduler.active
                     self._intake()
                     # What admission sent (an exact repeat's first token, failures) goes out
                     # now, not after the next decode.
                     self.outbox.flush()
+                    if was_idle:
+                        self._gather()
                     if self.scheduler.has_work:
                         self.stepper.step()
                         self.outbox.flush()
@@ -271,6 +276,27 @@ class Engine:
             task.finish("cancelled")  # no-op if it already finished
         while (admission := self.scheduler.next_admission()) is not None:
             self._admit(*admission)
+
+    def _gather(self) -> None:
+        """An idle engine about to prefill first admits what was submitted meanwhile and waits
+        (at most --burst-wait) while requests the HTTP layer has received are not yet
+        submitted, as long as slots are free, so that a burst's prompts go into one batch
+        (app/engine/arrivals.py). Nothing decodes meanwhile: no stream waits."""
+        deadline = time.monotonic() + self.config.burst_wait
+        sched = self.scheduler
+        while (
+            (self._inbox or self.arrivals.pending)
+            and any(t.prefilling for t in sched.active)
+            and any(s.idle for s in sched.slots)
+        ):
+            if not self._inbox:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    return
+                self._wake.wait(left)
+                self._wake.clear()
+            self._intake()
+            self.outbox.flush()
 
     def _admit(self, task: Task, slot: Slot) -> None:
         prompt = task.request.prompt

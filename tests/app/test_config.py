@@ -76,3 +76,11 @@ def test_cache_idle_slots_is_on_by_default_and_needs_the_host_cache():
     assert parked() and parked("--cache-idle-slots")
     assert not parked("--no-cache-idle-slots")
     assert not parked("--cache-ram", "0")  # nowhere to keep what it would drop
+
+
+def test_burst_wait_reaches_the_engine_and_cannot_be_negative():
+    assert Settings(**parse_args([])).engine_config().burst_wait == 0.02
+    config = Settings(**parse_args(["--burst-wait", "0"])).engine_config()
+    assert config.burst_wait == 0.0
+    with pytest.raises(ValueError):
+        Settings(**parse_args(["--burst-wait", "-1"]))

@@ -550,3 +550,59 @@ def test_a_request_stops_at_its_share_of_the_kv_and_n_predict_caps_it(model_path
         assert default.max_tokens == 5
     finally:
         small.stop()
+
+
+def test_an_idle_engine_waits_for_a_request_still_arriving_and_prefills_both_at_once(
+    model_path: str,
+):
+    # A long burst wait: the wait ends because the second request is submitted, not by time.
+    with started(model_path, n_ctx=1024, n_parallel=2, burst_wait=600.0) as eng:
+        first = prompt_of(eng, "A list of rivers:")
+        second = prompt_of(eng, "Three colours of the sea:")
+
+        async def burst() -> None:
+            ticket = eng.arrivals.expect()  # the second is still being read by the HTTP layer
+            one = asyncio.create_task(collect(eng, GenerationRequest(first, GREEDY, max_tokens=2)))
+            await asyncio.sleep(0.3)
+            stream = eng.open(GenerationRequest(second, GREEDY, max_tokens=2))
+            ticket.settle()
+            await one
+            async for _ in stream:
+                pass
+
+        with decode_sizes(eng) as sizes:
+            asyncio.run(asyncio.wait_for(burst(), timeout=120))
+        assert sizes[0] == len(first) + len(second)  # one prefill of both prompts
+        assert eng.arrivals.pending == 0
+
+
+def test_a_request_still_arriving_never_holds_up_streams_being_decoded(model_path: str):
+    # Three slots: one stays free for the request that never comes.
+    with started(model_path, n_ctx=1536, n_parallel=3, burst_wait=600.0) as eng:
+        prompt = prompt_of(eng, "Count to ten:")
+
+        async def decode_while_one_arrives() -> tuple[int, str]:
+            stream = eng.open(GenerationRequest(prompt, GREEDY, max_tokens=64, ignore_eos=True))
+            events = aiter(stream)
+            await anext(events)  # decoding now
+            ticket = eng.arrivals.expect()  # pending to the end: it never comes
+            # Admitted beside the running stream: neither waits for the ticket.
+            other = GenerationRequest(prompt_of(eng, "Name a bird:"), GREEDY, max_tokens=2)
+            text, _ = await collect(eng, other)
+            rest = [e async for e in events]
+            ticket.settle()
+            return len(rest), text
+
+        # Waiting for the ticket would stall this for the 600 s burst wait.
+        n_rest, text = asyncio.run(asyncio.wait_for(decode_while_one_arrives(), timeout=120))
+        assert n_rest >= 2 and text
+
+
+def test_a_ticket_never_settled_delays_an_idle_engine_by_the_burst_wait_at_most(
+    model_path: str,
+):
+    with started(model_path, n_ctx=1024, n_parallel=2, burst_wait=0.2) as eng:
+        ticket = eng.arrivals.expect()  # a request whose body never comes
+        text, done = run(eng, GenerationRequest(prompt_of(eng, "Hi"), GREEDY, max_tokens=3))
+        assert done.completion_tokens == 3 and text
+        ticket.settle()

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import json
+import socket
+import time
 from collections.abc import Iterator
 
 import httpx
@@ -89,3 +92,40 @@ def test_completed_requests_move_the_counters(server: ServerProcess):
     assert sum(moved("kvchat_prompt_tokens_cached_total", source=s) for s in sources) == cached
     assert moved("kvchat_request_duration_seconds_count") == 2
     assert moved("kvchat_time_to_first_token_seconds_count") == 2
+
+
+def test_a_request_counts_as_arriving_until_it_is_queued_whatever_its_end(server: ServerProcess):
+    """The engine's burst wait (app/engine/arrivals.py) reads this count: a ticket left pending
+    would delay every later burst, so each way a request ends must settle it."""
+    assert sample(scrape(server), "kvchat_requests_arriving") == 0
+    body = json.dumps({"messages": [{"role": "user", "content": "Hi"}], "max_tokens": 2})
+    head = (
+        "POST /v1/chat/completions HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+        f"Content-Type: application/json\r\nContent-Length: {len(body)}\r\n\r\n"
+    )
+    with socket.create_connection(("127.0.0.1", server.port), timeout=60) as sock:
+        sock.sendall(head.encode() + body[:10].encode())  # the body is still coming
+        wait_for_arriving(server, 1)
+        sock.sendall(body[10:].encode())
+        reply = b""
+        while b'"finish_reason"' not in reply:
+            chunk = sock.recv(65536)
+            assert chunk, reply
+            reply += chunk
+    assert reply.startswith(b"HTTP/1.1 200")
+    # Refused before the engine saw them: a bad body, an unknown session, a bad parameter.
+    url = server.base_url
+    assert httpx.post(url + "/v1/chat/completions", content=b"{not json").status_code == 400
+    assert httpx.post(url + "/v1/sessions/nope/messages", json={"content": "x"}).status_code == 404
+    bad = {"messages": [{"role": "user", "content": "Hi"}], "temperature": -1}
+    assert httpx.post(url + "/v1/chat/completions", json=bad).status_code == 400
+    wait_for_arriving(server, 0)
+
+
+def wait_for_arriving(server: ServerProcess, n: int) -> None:
+    """The gauge reaches n (it is read at scrape; the server settles a ticket as it goes on)."""
+    for _ in range(600):
+        if sample(scrape(server), "kvchat_requests_arriving") == n:
+            return
+        time.sleep(0.05)
+    raise AssertionError(f"kvchat_requests_arriving never read {n}")
