@@ -3,9 +3,10 @@
 The engine, idle and about to prefill one request, waits briefly for the others that have arrived
 but are still being read, validated and tokenized (app/engine/arrivals.py), so a burst of users
 is prefilled in one batch. The ticket is taken here, before a byte of the body is read, and
-settled by the responder once the request is submitted; whatever ends a request earlier (a
-refused key, a bad body, an unknown session) settles it when the response ends. Generation
-requests are the routes `route_of` names (chat, completions, session turns, document questions).
+settled by the engine as it queues the request (the responder hands it over); whatever ends a
+request earlier (a refused key, a bad body, an unknown session) settles it when the response
+ends. Generation requests are the routes `route_of` names (chat, completions, session turns,
+document questions).
 """
 
 from __future__ import annotations

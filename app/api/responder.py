@@ -151,11 +151,9 @@ async def respond(
 ) -> JSONResponse | StreamingResponse:
     rec = TurnRecorder()
     # Raises RequestError before anything is sent. Unstreamed: the text comes with the end.
-    try:
-        stream = services.engine.open(request, streaming=body.stream)
-    finally:  # the engine waits for no more of this request (app/api/arrival_tickets.py)
-        if (ticket := http.scope.get("state", {}).get("arrival")) is not None:
-            ticket.settle()
+    # Its arrival ticket (app/api/arrival_tickets.py) is settled as the task is queued.
+    arrival = http.scope.get("state", {}).get("arrival")
+    stream = services.engine.open(request, streaming=body.stream, arrival=arrival)
     envelope = Envelope(reply.shape, services.model_name, reply.extra)
     ending = _Ending(services, request, reply, rec, stream.task)
     if body.stream:

@@ -9,8 +9,9 @@ theirs, and the first one's lone 13-token prefill (45-85 ms) put the other three
 50-70 ms later than one batch of all four; the second wave repeated the split because the lone
 request finished a step before the others.
 
-So the HTTP layer takes a ticket when a generation request arrives (`expect`) and settles it once
-the request is submitted or has failed (`Arrival.settle`, idempotent). An idle engine about to
+So the HTTP layer takes a ticket when a generation request arrives (`expect`); `Engine.submit`
+settles it as it queues the request's task, and the HTTP layer settles it when the request ends
+otherwise (`Arrival.settle`, idempotent). An idle engine about to
 prefill waits, for at most its burst wait, while tickets are pending and slots are free
 (`Engine._gather`). A lone request pends nothing and never waits.
 

@@ -22,7 +22,7 @@ from concurrent.futures import Future
 
 from app.cache.disk_cache import DiskCache
 from app.cache.host_cache import HostCache
-from app.engine.arrivals import Arrivals
+from app.engine.arrivals import Arrival, Arrivals
 from app.engine.config import EngineConfig
 from app.engine.model import Model
 from app.engine.outbox import FIRST_EVENT_WAIT_S, Outbox
@@ -151,8 +151,12 @@ class Engine:
             self.model.n_ctx,
         )
 
-    def submit(self, request: GenerationRequest, sink: Sink) -> Task:
-        """Validate and queue; raises RequestError (nothing queued) on bad input."""
+    def submit(
+        self, request: GenerationRequest, sink: Sink, arrival: Arrival | None = None
+    ) -> Task:
+        """Validate and queue; raises RequestError (nothing queued) on bad input. `arrival`: the
+        request's ticket, settled as its task is queued (the engine never sees it pending with
+        the task in the inbox, see `_gather`)."""
         self.validate(request)
         cache_prompt = (
             self.config.cache_prompt if request.cache_prompt is None else request.cache_prompt
@@ -166,6 +170,8 @@ class Engine:
             if not request.background:
                 self._check_queue_room()
             self._inbox.append(task)
+            if arrival is not None:
+                arrival.settle()
         self._wake.set()
         return task
 
@@ -181,10 +187,12 @@ class Engine:
         task.cancelled = True
         self._wake.set()
 
-    def open(self, request: GenerationRequest, streaming: bool = True) -> EngineStream:
+    def open(
+        self, request: GenerationRequest, streaming: bool = True, arrival: Arrival | None = None
+    ) -> EngineStream:
         """Submit from the event loop; iterate the result for events. Raises RequestError.
         Not `streaming`: the text comes all at once with the end."""
-        return EngineStream(self, request, streaming)
+        return EngineStream(self, request, streaming, arrival)
 
     def slots(self) -> list[SlotInfo]:
         return [slot.info() for slot in self.scheduler.slots]

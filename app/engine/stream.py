@@ -12,6 +12,7 @@ import time
 from collections.abc import AsyncIterator
 from typing import TYPE_CHECKING
 
+from app.engine.arrivals import Arrival
 from app.engine.events import Event, Failed, Finished, TextDelta
 from app.engine.request import GenerationRequest
 
@@ -22,7 +23,13 @@ if TYPE_CHECKING:
 class EngineStream:
     """Async iterator over one request's events; cancels the task if abandoned."""
 
-    def __init__(self, engine: Engine, request: GenerationRequest, streaming: bool = True) -> None:
+    def __init__(
+        self,
+        engine: Engine,
+        request: GenerationRequest,
+        streaming: bool = True,
+        arrival: Arrival | None = None,
+    ) -> None:
         self._engine = engine
         self.loop = asyncio.get_running_loop()
         self._queue: asyncio.Queue[Event] = asyncio.Queue()
@@ -31,7 +38,7 @@ class EngineStream:
         self._held: list[Event] = []  # engine thread: deltas of an unstreamed request
         self._posted = False  # engine thread: an event has gone to the outbox
         self.submitted_at = time.perf_counter()
-        self.task = engine.submit(request, self._deliver)
+        self.task = engine.submit(request, self._deliver, arrival)
 
     def _deliver(self, event: Event) -> None:  # engine thread
         if not self._streaming and isinstance(event, TextDelta):

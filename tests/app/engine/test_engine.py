@@ -564,8 +564,8 @@ def test_an_idle_engine_waits_for_a_request_still_arriving_and_prefills_both_at_
             ticket = eng.arrivals.expect()  # the second is still being read by the HTTP layer
             one = asyncio.create_task(collect(eng, GenerationRequest(first, GREEDY, max_tokens=2)))
             await asyncio.sleep(0.3)
-            stream = eng.open(GenerationRequest(second, GREEDY, max_tokens=2))
-            ticket.settle()
+            stream = eng.open(GenerationRequest(second, GREEDY, max_tokens=2), arrival=ticket)
+            assert eng.arrivals.pending == 0  # settled as the task was queued
             await one
             async for _ in stream:
                 pass
