@@ -152,7 +152,7 @@ async def respond(
     rec = TurnRecorder()
     # Raises RequestError before anything is sent. Unstreamed: the text comes with the end.
     # Its arrival ticket (app/api/arrival_tickets.py) is settled as the task is queued.
-    arrival = http.scope.get("state", {}).get("arrival")
+    arrival = getattr(http.state, "arrival", None)
     stream = services.engine.open(request, streaming=body.stream, arrival=arrival)
     envelope = Envelope(reply.shape, services.model_name, reply.extra)
     ending = _Ending(services, request, reply, rec, stream.task)
