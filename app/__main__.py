@@ -115,6 +115,13 @@ def parse_args(argv: list[str] | None = None) -> dict[str, object]:
         help="seconds an idle server waits for requests still being read before it prefills, "
         "so that requests sent at once are prefilled together (0 off)",
     )
+    p.add_argument(
+        "-dt",
+        "--defrag-thold",
+        type=float,
+        help="compact the KV cache when cuts may have freed more than this share of its cells "
+        "under cells in use (< 0 off)",
+    )
     p.add_argument("--no-warmup", dest="warmup", action="store_false", default=None)
     p.add_argument("-v", "--verbose", action="store_true", default=None)
     p.add_argument("--log-level")

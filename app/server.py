@@ -65,7 +65,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             return EngineGauges(len(slots), busy, engine.n_waiting, engine.arrivals.pending)
 
         metrics = Metrics(gauges)
-        engine.reuse.on_op = metrics.observe_cache_op
+        engine.reuse.on_op = engine.compactor.on_op = metrics.observe_cache_op
         app.state.services = Services(
             settings,
             engine,

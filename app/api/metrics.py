@@ -37,6 +37,7 @@ BUCKETS += (20.0, 30.0, 60.0, 120.0)
 # Engine-thread time of one KV tier move: 0.1 ms .. 1 s (a large state on a slow disk).
 OP_BUCKETS = (0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1.0)
 CACHE_OPS = (("save", "host"), ("save", "disk"), ("restore", "host"), ("restore", "disk"))
+CACHE_OPS += (("compact", "kv"),)  # packing the KV's cells in use (app/engine/kv_compactor.py)
 
 
 def route_of(path: str, method: str = "POST") -> str | None:
@@ -146,7 +147,7 @@ class Metrics:
         self.cache_op = Histogram(
             "kvchat_cache_op_seconds",
             "Engine-thread time of one KV cache tier operation (every stream waits for it), by "
-            "operation (save, restore) and tier (host, disk).",
+            "operation (save, restore, compact) and tier (host, disk, kv).",
             ["op", "tier"],
             buckets=OP_BUCKETS,
             registry=r,

@@ -33,6 +33,9 @@ class EngineConfig:
     # Longest an idle engine waits for requests received but not yet submitted before it
     # prefills, so a burst is prefilled in one batch (app/engine/arrivals.py); 0 = never.
     burst_wait: float = 0.02
+    # Compact the KV when cuts may have freed more than this share of its cells under cells in
+    # use (llama-server's --defrag-thold; < 0: never): app/engine/kv_compactor.py.
+    defrag_thold: float = 0.1
     cache_ram_bytes: int = 2048 << 20  # host-memory prompt cache budget; 0 disables it
     cache_ram_tokens: int | None = None  # optional budget in tokens
     # Host-cache eviction: "gdsf" served more prompt tokens than "lru" in bench/eviction.py

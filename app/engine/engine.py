@@ -24,6 +24,7 @@ from app.cache.disk_cache import DiskCache
 from app.cache.host_cache import HostCache
 from app.engine.arrivals import Arrival, Arrivals
 from app.engine.config import EngineConfig
+from app.engine.kv_compactor import KvCompactor
 from app.engine.model import Model
 from app.engine.outbox import FIRST_EVENT_WAIT_S, Outbox
 from app.engine.prefix_reuse import PrefixReuse
@@ -58,6 +59,7 @@ class Engine:
         self.vision: Vision | None = None  # built on the engine thread by start()
         self.stepper = Stepper(self.model, self.scheduler, self.reuse, self.n_ctx_request)
         self.reuse.prefill_tail = self.stepper.prefill_tail
+        self.compactor = KvCompactor(self.model, host.pool, config.defrag_thold)
         self._calls: list[tuple[Callable[[], object], Future]] = []
         # Events of a step, one event-loop wake-up per step. Waiting for a loop to send first
         # tokens pays on CPU only, where the next decode takes the cores the loop needs.
@@ -220,6 +222,7 @@ class Engine:
                         if self._park_pending:
                             self._park_pending = False
                             self.reuse.park_idle(save=True)
+                        self.compactor.after_step(self.scheduler.slots)
                         self._last_busy = time.monotonic()
                         continue
                     # Idle prefill waits until the whole engine has been idle for the delay, so

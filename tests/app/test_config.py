@@ -84,3 +84,9 @@ def test_burst_wait_reaches_the_engine_and_cannot_be_negative():
     assert config.burst_wait == 0.0
     with pytest.raises(ValueError):
         Settings(**parse_args(["--burst-wait", "-1"]))
+
+
+def test_defrag_threshold_reaches_the_engine():
+    assert Settings(**parse_args([])).engine_config().defrag_thold == 0.1
+    assert Settings(**parse_args(["-dt", "-1"])).engine_config().defrag_thold == -1.0
+    assert Settings(**parse_args(["--defrag-thold", "0.5"])).engine_config().defrag_thold == 0.5

@@ -52,6 +52,7 @@ def test_every_series_exists_at_zero_before_the_first_request(metrics: Metrics):
     assert value(metrics, "kvchat_requests_total", route="chat", outcome="rejected") == 0
     assert value(metrics, "kvchat_prompt_tokens_total") == 0
     assert value(metrics, "kvchat_request_duration_seconds_count") == 0
+    assert value(metrics, "kvchat_cache_op_seconds_count", op="compact", tier="kv") == 0
 
 
 def test_complete_request_moves_counters_by_its_amounts(metrics: Metrics):

@@ -394,6 +394,25 @@ def test_a_new_task_moves_idle_slots_kv_to_host_memory_and_frees_their_cells(mod
         assert {s.id: s for s in eng.slots()}[0].n_cached >= len(a)
 
 
+@pytest.mark.parametrize(("threshold", "compactions"), [(0.1, 1), (-1.0, 0)])
+def test_a_cut_that_frees_cells_under_kept_ones_compacts_the_kv_which_still_serves(
+    model_path: str, threshold: float, compactions: int
+):
+    with started(model_path, n_ctx=2048, n_parallel=2, defrag_thold=threshold, warmup=False) as eng:
+        a = prompt_of(eng, "Conversation A about rivers and mills. " * 90)  # ~630 tokens
+        b = prompt_of(eng, "Conversation B about stars and comets. " * 3)
+        c = prompt_of(eng, "Conversation C about bread and ovens. " * 3)
+        run(eng, GenerationRequest(a, GREEDY, max_tokens=2, id_slot=0))
+        first, _ = run(eng, GenerationRequest(b, GREEDY, max_tokens=4, id_slot=1))
+        assert eng.compactor.compactions == 0  # B's cells went in above A's
+        # C takes A's slot: A's ~630 cells go, and B's sit above the hole.
+        run(eng, GenerationRequest(c, GREEDY, max_tokens=2, id_slot=0))
+        assert eng.compactor.compactions == compactions
+        text, again = run(eng, GenerationRequest(b.copy(), GREEDY, max_tokens=4, id_slot=1))
+        assert again.cached_tokens == len(b)  # slot 1's KV, moved or not, is whole
+        assert text == first
+
+
 def test_a_long_prefill_parks_idle_slots_with_their_next_turn_boundary(model_path: str):
     with started(model_path, n_ctx=4096, n_parallel=2, park_idle_slots=True) as eng:
         a = prompt_of(eng, "Conversation A about rivers and mills. " * 12)

@@ -94,6 +94,29 @@ def test_completed_requests_move_the_counters(server: ServerProcess):
     assert moved("kvchat_time_to_first_token_seconds_count") == 2
 
 
+def test_cells_freed_under_kept_ones_compact_the_kv_and_it_still_serves(server: ServerProcess):
+    """A long conversation leaves its slot (parked to host memory by the next task): the
+    engine packs the KV cells in use (app/engine/kv_compactor.py), and the long one comes back
+    from host memory."""
+    before = scrape(server)
+    url = server.base_url + "/v1/chat/completions"
+    long = {
+        "messages": [{"role": "user", "content": "Rivers turn the mill wheels. " * 110}],
+        "max_tokens": 2,
+        "temperature": 0,
+    }
+    short = {"messages": [{"role": "user", "content": "Name a fruit."}], "max_tokens": 2}
+    assert httpx.post(url, json=long).status_code == 200
+    assert httpx.post(url, json=short).status_code == 200
+    again = httpx.post(url, json=long)
+    assert again.status_code == 200
+    assert again.json()["usage"]["prompt_tokens_details"]["cached_tokens"] > 500
+    after = scrape(server)
+    key = dict(op="compact", tier="kv")
+    compacted = sample(after, "kvchat_cache_op_seconds_count", **key)
+    assert compacted >= sample(before, "kvchat_cache_op_seconds_count", **key) + 1
+
+
 def test_a_request_counts_as_arriving_until_it_is_queued_whatever_its_end(server: ServerProcess):
     """The engine's burst wait (app/engine/arrivals.py) reads this count: a ticket left pending
     would delay every later burst, so each way a request ends must settle it."""
