@@ -23,8 +23,8 @@ The API does not say where cells are, so the compactor bounds the holes: the slo
 `peak` tokens since the last compaction and hold `live` now, so at most `peak - live` freed cells
 can lie under kept ones. It compacts when that bound is at least MIN_HOLES cells and more than
 `threshold` of `peak` (llama-server's --defrag-thold; < 0: never). Engine thread only; the engine
-asks after each step, once that step's tokens are sent: a compaction delays a next token, never
-a first one.
+asks after each step, once that step's tokens are sent: a compaction delays next tokens, and a
+first token only where a long prompt is still being prefilled in parts.
 """
 
 from __future__ import annotations
