@@ -24,11 +24,12 @@ from app.cache.disk_cache import DiskCache
 from app.cache.host_cache import HostCache
 from app.engine.arrivals import Arrival, Arrivals
 from app.engine.config import EngineConfig
+from app.engine.inbox import Inbox
 from app.engine.kv_compactor import KvCompactor
 from app.engine.model import Model
 from app.engine.outbox import FIRST_EVENT_WAIT_S, Outbox
 from app.engine.prefix_reuse import PrefixReuse
-from app.engine.request import GenerationRequest, RequestError
+from app.engine.request import GenerationRequest
 from app.engine.sampler import Sampler
 from app.engine.scheduler import Scheduler
 from app.engine.slot import Slot, SlotInfo
@@ -60,13 +61,11 @@ class Engine:
         self.stepper = Stepper(self.model, self.scheduler, self.reuse, self.n_ctx_request)
         self.reuse.prefill_tail = self.stepper.prefill_tail
         self.compactor = KvCompactor(self.model, host.pool, config.defrag_thold)
-        self._calls: list[tuple[Callable[[], object], Future]] = []
         # Events of a step, one event-loop wake-up per step. Waiting for a loop to send first
         # tokens pays on CPU only, where the next decode takes the cores the loop needs.
         on_cpu = self.model.n_gpu_layers == 0
         self.outbox = Outbox(FIRST_EVENT_WAIT_S if on_cpu else 0.0)
-        self._inbox: list[Task] = []
-        self._lock = threading.Lock()
+        self.inbox = Inbox(self._wake.set)  # tasks and calls from other threads
         self._stopping = False
         self.dead = False  # the engine thread died: nothing will be served any more
         self._last_busy = 0.0  # time.monotonic() when the last step with requests ended
@@ -98,6 +97,7 @@ class Engine:
                 self.stepper.warmup()
         except BaseException as e:
             self._stopping = True
+            self.inbox.close()
             ready.set_exception(e)
             return
         ready.set_result(None)
@@ -113,6 +113,7 @@ class Engine:
             except Exception:
                 log.exception("could not save the slots' KV at shutdown")
         self._stopping = True
+        self.inbox.close()
         self._wake.set()
         if self._thread is not None:
             self._thread.join(timeout=30)
@@ -166,24 +167,16 @@ class Engine:
         task = Task(request, sink, cache_prompt)
         if self.config.request_timeout > 0 and not request.background:
             task.deadline = time.monotonic() + self.config.request_timeout
-        with self._lock:
-            if self._stopping or self.dead:
-                raise RequestError("the server is shutting down", code="unavailable", status=503)
-            if not request.background:
-                self._check_queue_room()
-            self._inbox.append(task)
-            if arrival is not None:
-                arrival.settle()
-        self._wake.set()
+        check = None if request.background else self._check_queue_room
+        self.inbox.put_task(task, check, arrival)
         return task
 
     def check_room(self) -> None:
         """Raise the 503 that `submit` would raise now (a caller about to store something)."""
-        with self._lock:
-            self._check_queue_room()
+        self.inbox.check(self._check_queue_room)
 
-    def _check_queue_room(self) -> None:  # the caller holds the lock
-        self.scheduler.check_queue_room(self.config.max_queue, self._inbox)
+    def _check_queue_room(self, inbox: list[Task]) -> None:  # under the inbox's lock
+        self.scheduler.check_queue_room(self.config.max_queue, inbox)
 
     def cancel(self, task: Task) -> None:
         task.cancelled = True
@@ -201,7 +194,7 @@ class Engine:
 
     @property
     def n_waiting(self) -> int:
-        return len(self.scheduler.waiting) + len(self._inbox)
+        return len(self.scheduler.waiting) + len(self.inbox)
 
     # --- the loop (engine thread only) ----------------------------------------------------------
 
@@ -246,9 +239,8 @@ class Engine:
             raise
         finally:
             self._stopping = True
-            with self._lock:
-                pending, self._inbox = self._inbox, []
-                calls, self._calls = self._calls, []
+            self.inbox.close()
+            pending, calls = self.inbox.take()
             for _, future in calls:
                 future.set_exception(RuntimeError("the engine stopped"))
             for task in list(self.scheduler.active) + list(self.scheduler.waiting) + pending:
@@ -257,21 +249,10 @@ class Engine:
 
     def call(self, fn: Callable[[], object]) -> Future:
         """Run fn on the engine thread between steps (for state only it may touch)."""
-        future: Future = Future()
-        with self._lock:
-            if self._stopping or self.dead:
-                future.set_exception(
-                    RequestError("the server is shutting down", code="unavailable", status=503)
-                )
-                return future
-            self._calls.append((fn, future))
-        self._wake.set()
-        return future
+        return self.inbox.put_call(fn)
 
     def _intake(self) -> None:
-        with self._lock:
-            new, self._inbox = self._inbox, []
-            calls, self._calls = self._calls, []
+        new, calls = self.inbox.take()
         for fn, future in calls:
             try:
                 future.set_result(fn())
@@ -296,11 +277,11 @@ class Engine:
         deadline = time.monotonic() + self.config.burst_wait
         sched = self.scheduler
         while (
-            (self._inbox or self.arrivals.pending)
+            (self.inbox or self.arrivals.pending)
             and any(t.prefilling for t in sched.active)
             and any(s.idle for s in sched.slots)
         ):
-            if not self._inbox:
+            if not self.inbox:
                 left = deadline - time.monotonic()
                 if left <= 0:
                     return

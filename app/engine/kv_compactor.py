@@ -17,14 +17,18 @@ clears the cache and puts them back at cells 0..n-1. Cells shared by several seq
 (llama_memory_seq_cp) stay shared, every sequence keeps its positions and values, and the next
 decode's logits are those of a cache that was never fragmented, bit for bit (tests). Cost here:
 the read zero-fills the whole cache first (3-4 ms at 8,192 cells of SmolLM2), and the copies
-take ~3.5 ms per 1,000 cells in use.
+take ~3.5 ms per 1,000 cells in use. The zero-fill grows with the context, not with what is in
+use, so the holes must also be at least 1/16 of the context: where they were under kept cells,
+each step then reads at least 1/16 of the cache's bytes fewer, and ~16 steps pay for writing
+all of them once.
 
 The API does not say where cells are, so the compactor bounds the holes: the slots held at most
 `peak` tokens since the last compaction and hold `live` now, so at most `peak - live` freed cells
-can lie under kept ones. It compacts when that bound is at least MIN_HOLES cells and more than
-`threshold` of `peak` (llama-server's --defrag-thold; < 0: never). Engine thread only; the engine
-asks after each step, once that step's tokens are sent: a compaction delays next tokens, and a
-first token only where a long prompt is still being prefilled in parts.
+can lie under kept ones. It compacts when that bound is at least `min_holes` cells (MIN_HOLES,
+or 1/16 of the context if more) and more than `threshold` of `peak` (llama-server's
+--defrag-thold; < 0: never). Engine thread only; the engine asks after each step, once that
+step's tokens are sent: a compaction delays next tokens, and a first token only where a long
+prompt is still being prefilled in parts.
 """
 
 from __future__ import annotations
@@ -46,6 +50,7 @@ class KvCompactor:
         self.model = model
         self.pool = pool  # the host tier's buffers: no fresh pages once it is warm
         self.threshold = threshold
+        self.min_holes = max(MIN_HOLES, model.n_ctx // 16)
         self.peak = 0  # most tokens the slots held since the last compaction (a bound)
         self.compactions = 0
         # (op, tier, seconds) of each compaction: the /metrics histogram of KV moves.
@@ -73,7 +78,9 @@ class KvCompactor:
             return False
         self.peak = max(self.peak, live)
         holes = self.peak - live
-        return self.threshold >= 0 and holes >= MIN_HOLES and holes > self.threshold * self.peak
+        if self.threshold < 0 or holes < self.min_holes:
+            return False
+        return holes > self.threshold * self.peak
 
     def compact(self, live: int) -> None:
         """Pack the cells in use at cells 0..n-1. Raises RuntimeError if the state could not be

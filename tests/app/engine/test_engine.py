@@ -234,6 +234,22 @@ def test_bad_requests_are_refused_before_queueing(engine: Engine):
         engine.validate(GenerationRequest(media))
 
 
+def test_a_stopped_engine_refuses_requests_and_calls_with_503(model_path: str):
+    eng = Engine(EngineConfig(model_path=model_path, n_ctx=256, n_parallel=1, warmup=False))
+    eng.start()
+    prompt = prompt_of(eng, "Hello there")
+    assert eng.call(lambda: "between steps").result(timeout=30) == "between steps"
+    eng.stop()
+    with pytest.raises(RequestError) as refused:
+        run(eng, GenerationRequest(prompt, GREEDY, max_tokens=1))
+    assert refused.value.status == 503
+    with pytest.raises(RequestError):
+        eng.check_room()
+    with pytest.raises(RequestError):
+        eng.call(lambda: None).result(timeout=30)
+    assert eng.n_waiting == 0
+
+
 def test_full_kv_stops_one_request_and_the_rest_complete(model_path: str):
     # n_ctx_request: each request may use the whole KV (the default share, 128, would stop
     # both before the KV is full).

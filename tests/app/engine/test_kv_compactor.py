@@ -25,8 +25,9 @@ from mm.token_sequence import TokenSequence
 class FakeModel:
     """Stands in for the whole-memory state round trip."""
 
-    def __init__(self, restores: bool = True) -> None:
+    def __init__(self, restores: bool = True, n_ctx: int = 8192) -> None:
         self.restores = restores
+        self.n_ctx = n_ctx
         self.calls: list[str] = []
 
     def state_size(self, seq_id: int) -> int:
@@ -49,21 +50,24 @@ class FakeModel:
 @given(
     lives=st.lists(st.integers(min_value=0, max_value=6000), max_size=40),
     threshold=st.sampled_from([-1.0, 0.0, 0.1, 0.5]),
+    n_ctx=st.sampled_from([2048, 8192, 65536]),
 )
 def test_it_compacts_exactly_when_the_freed_cells_since_the_last_compaction_are_many(
-    lives: list[int], threshold: float
+    lives: list[int], threshold: float, n_ctx: int
 ):
-    compactor = KvCompactor(FakeModel(), StatePool(), threshold)  # type: ignore[arg-type]
+    model = FakeModel(n_ctx=n_ctx)
+    compactor = KvCompactor(model, StatePool(), threshold)  # type: ignore[arg-type]
+    least = max(MIN_HOLES, n_ctx // 16)  # the zero-fill of a large context must pay too
     peak = 0
     for live in lives:
         peak = 0 if live == 0 else max(peak, live)
         holes = peak - live
-        expected = live > 0 and threshold >= 0 and holes >= MIN_HOLES and holes > threshold * peak
+        expected = live > 0 and threshold >= 0 and holes >= least and holes > threshold * peak
         assert compactor.due(live) == expected
         if expected:
             compactor.compact(live)
             peak = live  # what is left is packed: no holes under it
-    assert compactor.compactions == compactor.model.calls.count("restore")
+    assert compactor.compactions == model.calls.count("restore")
 
 
 def test_a_compaction_reports_its_time_and_returns_its_buffer_to_the_pool():
