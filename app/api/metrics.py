@@ -49,7 +49,7 @@ def route_of(path: str, method: str = "POST") -> str | None:
         return "chat"
     if path == "/v1/completions":
         return "completion"
-    if path.startswith("/v1/sessions/") and path.endswith("/messages"):
+    if path.startswith("/v1/sessions/") and path.endswith(("/messages", "/regenerate")):
         return "session"  # a turn; creating, listing or deleting sessions generates nothing
     if path.startswith("/v1/collections/") and path.endswith("/ask"):
         return "ask"  # a document question

@@ -142,6 +142,7 @@ def test_one_json_log_line_per_request(metrics: Metrics, caplog: pytest.LogCaptu
         ("/v1/sessions", None),
         ("/v1/sessions/abc", None),
         ("/v1/sessions/abc/messages", "session"),
+        ("/v1/sessions/abc/regenerate", "session"),
         ("/v1/models", None),
         ("/tokenize", None),
         ("/v1/sessionsx", None),

@@ -145,6 +145,18 @@ def test_a_request_counts_as_arriving_until_it_is_queued_whatever_its_end(server
     wait_for_arriving(server, 0)
 
 
+def test_a_refused_regenerate_counts_as_a_rejected_session_turn(server: ServerProcess):
+    before = scrape(server)
+    url = server.base_url + "/v1/sessions/nope/regenerate"
+    assert httpx.post(url, json={}).status_code == 404
+    after = scrape(server)
+    key = dict(route="session", outcome="rejected")
+    assert sample(after, "kvchat_requests_total", **key) == (
+        sample(before, "kvchat_requests_total", **key) + 1
+    )
+    wait_for_arriving(server, 0)
+
+
 def wait_for_arriving(server: ServerProcess, n: int) -> None:
     """The gauge reaches n (it is read at scrape; the server settles a ticket as it goes on)."""
     for _ in range(600):
