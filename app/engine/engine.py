@@ -65,8 +65,8 @@ class Engine:
         # tokens pays on CPU only, where the next decode takes the cores the loop needs.
         on_cpu = self.model.n_gpu_layers == 0
         self.outbox = Outbox(FIRST_EVENT_WAIT_S if on_cpu else 0.0)
-        self.inbox = Inbox(self._wake.set)  # tasks and calls from other threads
-        self._stopping = False
+        # Tasks and calls from other threads; closed = the engine is stopping.
+        self.inbox = Inbox(self._wake.set)
         self.dead = False  # the engine thread died: nothing will be served any more
         self._last_busy = 0.0  # time.monotonic() when the last step with requests ended
         self._park_pending = False  # idle slots with KV to move to host memory after a step
@@ -96,7 +96,6 @@ class Engine:
             if self.config.warmup:
                 self.stepper.warmup()
         except BaseException as e:
-            self._stopping = True
             self.inbox.close()
             ready.set_exception(e)
             return
@@ -112,7 +111,6 @@ class Engine:
                 self.call(self.reuse.persist).result(timeout=60)
             except Exception:
                 log.exception("could not save the slots' KV at shutdown")
-        self._stopping = True
         self.inbox.close()
         self._wake.set()
         if self._thread is not None:
@@ -200,7 +198,7 @@ class Engine:
 
     def _run(self) -> None:
         try:
-            while not self._stopping:
+            while not self.inbox.closed:
                 try:
                     was_idle = not self.scheduler.active
                     self._intake()
@@ -238,7 +236,6 @@ class Engine:
             self.dead = True
             raise
         finally:
-            self._stopping = True
             self.inbox.close()
             pending, calls = self.inbox.take()
             for _, future in calls:

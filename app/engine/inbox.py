@@ -31,6 +31,10 @@ class Inbox:
         self._calls: list[Call] = []
         self._closed = False
 
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
     def __len__(self) -> int:
         """Tasks put and not yet taken (read without the lock: a snapshot)."""
         return len(self._tasks)

@@ -89,10 +89,10 @@ class KvCompactor:
         model = self.model
         blob = self.pool.take(model.state_size(ALL_SEQUENCES))
         try:
-            n = model.state_save_into(ALL_SEQUENCES, blob.buf)
-            if n == 0:
+            blob.n_bytes = model.state_save_into(ALL_SEQUENCES, blob.buf)
+            if blob.n_bytes == 0:
                 raise RuntimeError("could not write the KV state for compaction")
-            if not model.state_restore(ALL_SEQUENCES, memoryview(blob.buf)[:n]):
+            if not model.state_restore(ALL_SEQUENCES, blob.view()):
                 raise RuntimeError("could not read the KV state back after compaction")
         finally:
             blob.release()
