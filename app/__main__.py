@@ -116,6 +116,12 @@ def parse_args(argv: list[str] | None = None) -> dict[str, object]:
         "so that requests sent at once are prefilled together (0 off)",
     )
     p.add_argument(
+        "--background-batch-ms",
+        type=float,
+        help="longest one batch of background work (document prefill, next-turn boundaries) "
+        "should take, ms: a request arriving meanwhile waits for it (default 50)",
+    )
+    p.add_argument(
         "-dt",
         "--defrag-thold",
         type=float,

@@ -109,6 +109,7 @@ class Settings(BaseSettings):
     shutdown_grace: float = Field(default=10.0, ge=0.0)  # seconds in-flight requests may finish
     idle_prefill_delay: float = 0.25  # seconds; negative: no idle prefill of turn boundaries
     burst_wait: float = Field(default=0.02, ge=0.0)  # seconds; see EngineConfig.burst_wait
+    background_batch_ms: float = Field(default=50.0, gt=0.0)  # see EngineConfig
     defrag_thold: float = 0.1  # see EngineConfig.defrag_thold; < 0: never compact the KV
     warmup: bool = True
     verbose: bool = False
@@ -173,6 +174,7 @@ class Settings(BaseSettings):
             encoder_cache_bytes=self.encoder_cache << 20,
             idle_prefill_delay=self.idle_prefill_delay,
             burst_wait=self.burst_wait,
+            background_batch_ms=self.background_batch_ms,
             defrag_thold=self.defrag_thold,
             max_queue=self.max_queue,
             n_predict=self.n_predict,

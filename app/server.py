@@ -62,7 +62,9 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         def gauges() -> EngineGauges:
             slots = engine.slots()
             busy = sum(1 for s in slots if s.state != "idle")
-            return EngineGauges(len(slots), busy, engine.n_waiting, engine.arrivals.pending)
+            return EngineGauges(
+                len(slots), busy, engine.n_waiting, engine.arrivals.pending, engine.n_yielding
+            )
 
         metrics = Metrics(gauges)
         engine.reuse.on_op = engine.compactor.on_op = metrics.observe_cache_op
@@ -76,7 +78,9 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             TurnCache(),
         )
         app.state.services.media = MediaStore(media_root(settings), store)
-        docs = Documents.build(settings, store, engine.model, app.state.services.prompter)
+        docs = Documents.build(
+            settings, store, engine.model, app.state.services.prompter, engine.wait_for_quiet
+        )
         docs.prefill = DocPrefill(
             engine,
             docs.store,
@@ -84,9 +88,11 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             docs.model_key,
             tenant_salt,
             settings.doc_prefill_tokens,
+            docs.chunk_store.ready,
         )
         docs.ingestor.on_ready = docs.prefill.document_ready
         docs.start()
+        docs.prefill.start()
         app.state.services.documents = docs
         app.state.services.keys = KeyStore(store)
         _say_if_open(settings, app.state.services.keys)

@@ -81,7 +81,8 @@ def document_json(
     d: DocumentRecord, duplicate: bool = False, prefill: str | None = None
 ) -> dict[str, Any]:
     """`prefill`: queued | done | failed while this process prefills the document into the
-    prefix cache (--doc-prefill-tokens); null otherwise."""
+    prefix cache (--doc-prefill-tokens), cached when a tier held it at start-up; null
+    otherwise."""
     ready = d.status == "ready"
     return {
         "id": d.id,

@@ -62,6 +62,7 @@ class EngineGauges:
     slots_busy: int
     queue_depth: int
     arriving: int = 0  # generation requests received, not yet queued (app/engine/arrivals.py)
+    background_yielding: int = 0  # background workers (embedding) waiting for clients to end
 
 
 class _EngineCollector(Collector):
@@ -79,6 +80,12 @@ class _EngineCollector(Collector):
                 "kvchat_requests_arriving",
                 "Number of generation requests received and not yet queued.",
                 "arriving",
+            ),
+            (
+                "kvchat_background_yielding",
+                "Number of background workers (document embedding) waiting while client "
+                "requests are served.",
+                "background_yielding",
             ),
         )
         for name, help_text, field in specs:

@@ -41,6 +41,17 @@ class ChunkStore:
         with self._tx() as s:
             return list(s.scalars(query))
 
+    def ready(self) -> list[tuple[CollectionRecord, str]]:
+        """Every ready document with its collection, oldest first (a restart prefills them)."""
+        query = (
+            select(Collection, Document.id)
+            .join(Document, Document.collection_id == Collection.id)
+            .where(Document.status == "ready")
+            .order_by(Document.created_at)
+        )
+        with self._tx() as s:
+            return [(collection_record(c), d) for c, d in s.execute(query).all()]
+
     def ingest_input(
         self, document_id: str
     ) -> tuple[DocumentRecord, str, list[int], CollectionRecord] | None:

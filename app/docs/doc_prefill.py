@@ -10,8 +10,9 @@ starts with exactly these tokens (the same head, the chunks' stored token ids).
 
 The KV lives in the slot that computed it and goes to host memory when that slot is needed, like
 any slot's. The task carries the document's id, so deleting the document purges that KV too. A
-document's state (`queued`, `done`, `failed`) is kept for this process only; documents ingested
-before a restart are not prefilled again (their KV may still be on the disk tier).
+document's state (`queued`, `done`, `failed`, `cached`) is kept for this process only. At
+start-up (`start`), every ready document whose prefix no cache tier holds (the disk tier keeps
+it across a restart) is queued again; the others are `cached`.
 """
 
 from __future__ import annotations
@@ -32,6 +33,7 @@ from mm.token_sequence import TokenSequence
 log = logging.getLogger(__name__)
 
 SaltOf = Callable[[str], str]  # tenant id -> the salt of its cache keys
+ReadyDocuments = Callable[[], list[tuple[CollectionRecord, str]]]
 
 
 class DocPrefill:
@@ -43,8 +45,10 @@ class DocPrefill:
         model_key: str,
         salt_of: SaltOf,
         max_tokens: int,
+        ready_documents: ReadyDocuments = list,
     ) -> None:
         self.engine, self.store, self.prompts = engine, store, prompts
+        self.ready_documents = ready_documents
         self.model_key, self.salt_of = model_key, salt_of
         # A prefill never fills a request's whole context: it must leave room for a question.
         self.max_tokens = min(max_tokens, engine.n_ctx_request // 2)
@@ -76,18 +80,38 @@ class DocPrefill:
             tokens.extend(c.token_ids)
         return tokens if len(tokens) > len(head) else None
 
-    def document_ready(self, collection: CollectionRecord, document_id: str) -> None:
-        """Queue the document's prefill (any thread); nothing when off or nothing fits."""
+    def start(self) -> None:
+        """Queue, on a thread of its own, the prefill of every ready document whose prefix no
+        cache tier holds (after a restart only the disk tier may)."""
+        if self.enabled:
+            threading.Thread(target=self._prefill_ready, name="doc-prefill", daemon=True).start()
+
+    def _prefill_ready(self) -> None:
+        try:
+            for collection, document_id in self.ready_documents():
+                self.document_ready(collection, document_id, if_missing=True)
+        except Exception:  # the server runs on; these documents are prefilled when asked
+            log.exception("could not queue the prefill of the ready documents")
+
+    def document_ready(
+        self, collection: CollectionRecord, document_id: str, if_missing: bool = False
+    ) -> None:
+        """Queue the document's prefill (any thread); nothing when off or nothing fits.
+        `if_missing`: not when a cache tier holds its prefix already (state `cached`)."""
         if not self.enabled:
             return
         tokens = self.prompt(collection, document_id)
         if tokens is None:
             return
+        salt = self.salt_of(collection.tenant_id)
+        if if_missing and self.engine.cached_length(salt, tokens).result() >= len(tokens) - 1:
+            self._set(document_id, "cached", new=True)
+            return
         request = GenerationRequest(
             TokenSequence(tokens),
             SamplingParams(temperature=0.0, seed=0),
             max_tokens=1,  # the KV of the prompt is the point; the token is thrown away
-            cache_salt=self.salt_of(collection.tenant_id),
+            cache_salt=salt,
             documents=frozenset({document_id}),
             background=True,
         )
@@ -106,7 +130,7 @@ class DocPrefill:
             log.warning("prefill of %s failed: %s", document_id, event.message)
             self._set(document_id, "failed")
 
-    def _set(self, document_id: str, state: str) -> None:
+    def _set(self, document_id: str, state: str, new: bool = False) -> None:
         with self._lock:
-            if document_id in self._state:  # not deleted meanwhile
+            if new or document_id in self._state:  # not deleted meanwhile
                 self._state[document_id] = state

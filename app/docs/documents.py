@@ -17,7 +17,7 @@ from app.db.document_store import DocumentStore
 from app.db.store import Store
 from app.docs.doc_prefill import DocPrefill
 from app.docs.doc_prompt import DocPrompter, token_counter
-from app.docs.ingestor import Ingestor
+from app.docs.ingestor import Ingestor, WaitForQuiet
 from app.docs.library import DocLibrary
 from app.engine.model import Model
 from rag.layout import chunk_text
@@ -35,13 +35,20 @@ class Documents:
     prefill: DocPrefill | None = None  # set once the engine runs (app/server.py)
 
     @classmethod
-    def build(cls, settings: Settings, store: Store, model: Model, prompter: Prompter) -> Documents:
+    def build(
+        cls,
+        settings: Settings,
+        store: Store,
+        model: Model,
+        prompter: Prompter,
+        wait_for_quiet: WaitForQuiet = lambda: None,
+    ) -> Documents:
         chunk_store = ChunkStore(store)
         library = DocLibrary(
             chunk_store, settings.index_dir(), settings.embedding_model, settings.embedding_threads
         )
         key = cached_fingerprint(model.path)
-        ingestor = Ingestor(chunk_store, library, token_counter(model), key)
+        ingestor = Ingestor(chunk_store, library, token_counter(model), key, wait_for_quiet)
         return cls(
             DocumentStore(store),
             chunk_store,

@@ -5,6 +5,10 @@ tokens, tokenize each chunk with its numbered header (once, for good), embed in 
 after each), then store every chunk, vector and token id in one transaction and add the vectors
 to the collection's index. A failure marks the document `error` with the reason; a restart
 re-queues documents left `queued` or `processing` (nothing of them was stored yet).
+
+Embedding is background work on cores the engine needs: before each batch the worker waits
+until no client request is being received, queued or run (`wait_for_quiet`), and a batch is
+small, so a request that arrives meanwhile shares the cores with at most one batch.
 """
 
 from __future__ import annotations
@@ -26,7 +30,8 @@ from rag.loader import LoadedDocument
 log = logging.getLogger(__name__)
 
 Tokenize = Callable[[str], list[int]]
-EMBED_BATCH = 16
+WaitForQuiet = Callable[[], object]  # blocks while client requests are served
+EMBED_BATCH = 8
 
 
 def ingest_document(
@@ -36,6 +41,7 @@ def ingest_document(
     model: str,
     document_id: str,
     progress: Callable[[int, int], None] | None = None,
+    wait_for_quiet: WaitForQuiet = lambda: None,
 ) -> CollectionRecord | None:
     """Ingest one stored document; its collection when it became ready. Raises on failure."""
     found = store.ingest_input(document_id)
@@ -57,6 +63,7 @@ def ingest_document(
     vectors = []
     for start in range(0, len(chunks), EMBED_BATCH):
         batch = chunks[start : start + EMBED_BATCH]
+        wait_for_quiet()
         vectors.append(embedder.embed([c.text for c in batch]))
         done = start + len(batch)
         store.set_progress(document_id, "processing", done, len(chunks))
@@ -76,9 +83,15 @@ def ingest_document(
 
 class Ingestor:
     def __init__(
-        self, store: ChunkStore, library: DocLibrary, tokenize: Tokenize, model: str
+        self,
+        store: ChunkStore,
+        library: DocLibrary,
+        tokenize: Tokenize,
+        model: str,
+        wait_for_quiet: WaitForQuiet = lambda: None,
     ) -> None:
         self.store, self.library, self.tokenize, self.model = store, library, tokenize, model
+        self.wait_for_quiet = wait_for_quiet
         self._queue: queue.Queue[str | None] = queue.Queue()
         self._thread: threading.Thread | None = None
         # Called (on the worker) with each document that became ready and its collection.
@@ -103,7 +116,12 @@ class Ingestor:
         while (document_id := self._queue.get()) is not None:
             try:
                 collection = ingest_document(
-                    self.store, self.library, self.tokenize, self.model, document_id
+                    self.store,
+                    self.library,
+                    self.tokenize,
+                    self.model,
+                    document_id,
+                    wait_for_quiet=self.wait_for_quiet,
                 )
                 if collection is not None and self.on_ready is not None:
                     self.on_ready(collection, document_id)

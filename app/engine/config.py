@@ -33,6 +33,10 @@ class EngineConfig:
     # Longest an idle engine waits for requests received but not yet submitted before it
     # prefills, so a burst is prefilled in one batch (app/engine/arrivals.py); 0 = never.
     burst_wait: float = 0.02
+    # Longest one llama_decode of background work (a document's prefill, an idle slot's
+    # next-turn boundary) should take: a client request arriving meanwhile waits for it to end
+    # (app/engine/background_pacer.py sizes the batches from the measured rate).
+    background_batch_ms: float = 50.0
     # Compact the KV when cuts may have freed more than this share of its cells under cells in
     # use (llama-server's --defrag-thold; < 0: never): app/engine/kv_compactor.py.
     defrag_thold: float = 0.1

@@ -23,6 +23,7 @@ from concurrent.futures import Future
 from app.cache.disk_cache import DiskCache
 from app.cache.host_cache import HostCache
 from app.engine.arrivals import Arrival, Arrivals
+from app.engine.background_pacer import BackgroundPacer
 from app.engine.config import EngineConfig
 from app.engine.inbox import Inbox
 from app.engine.kv_compactor import KvCompactor
@@ -58,7 +59,8 @@ class Engine:
             self.model, self.scheduler, host, disk, config.cache_reuse, wake=self._wake.set
         )
         self.vision: Vision | None = None  # built on the engine thread by start()
-        self.stepper = Stepper(self.model, self.scheduler, self.reuse, self.n_ctx_request)
+        pacer = BackgroundPacer(config.background_batch_ms / 1000.0, config.n_batch)
+        self.stepper = Stepper(self.model, self.scheduler, self.reuse, self.n_ctx_request, pacer)
         self.reuse.prefill_tail = self.stepper.prefill_tail
         self.compactor = KvCompactor(self.model, host.pool, config.defrag_thold)
         # Events of a step, one event-loop wake-up per step. Waiting for a loop to send first
@@ -70,6 +72,11 @@ class Engine:
         self.dead = False  # the engine thread died: nothing will be served any more
         self._last_busy = 0.0  # time.monotonic() when the last step with requests ended
         self._park_pending = False  # idle slots with KV to move to host memory after a step
+        # Set while no client request is received, queued or running (background work may go).
+        self._quiet = threading.Event()
+        self._quiet.set()
+        self._yielding = 0  # threads in wait_for_quiet, under _yielding_lock
+        self._yielding_lock = threading.Lock()
         self._thread: threading.Thread | None = None
 
     # --- lifecycle ------------------------------------------------------------------------------
@@ -166,8 +173,39 @@ class Engine:
         if self.config.request_timeout > 0 and not request.background:
             task.deadline = time.monotonic() + self.config.request_timeout
         check = None if request.background else self._check_queue_room
+        if not request.background:
+            self._quiet.clear()
         self.inbox.put_task(task, check, arrival)
         return task
+
+    def wait_for_quiet(self, timeout: float | None = None) -> bool:
+        """Block (any thread but the engine's) until no client request is being received,
+        queued or run, so that background work (embedding documents) takes no cores from
+        one; False if `timeout` seconds passed first."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        quiet = lambda: self._quiet.is_set() and not self.arrivals.pending  # noqa: E731
+        if quiet():
+            return True
+        with self._yielding_lock:
+            self._yielding += 1
+        try:
+            while not quiet():
+                left = 0.05 if deadline is None else min(0.05, deadline - time.monotonic())
+                if left <= 0:
+                    return False
+                if self._quiet.is_set():
+                    time.sleep(left)  # a request is being received: it will submit or settle
+                else:
+                    self._quiet.wait(left)
+            return True
+        finally:
+            with self._yielding_lock:
+                self._yielding -= 1
+
+    @property
+    def n_yielding(self) -> int:
+        """Background workers waiting in `wait_for_quiet` now."""
+        return self._yielding
 
     def check_room(self) -> None:
         """Raise the 503 that `submit` would raise now (a caller about to store something)."""
@@ -186,6 +224,11 @@ class Engine:
         """Submit from the event loop; iterate the result for events. Raises RequestError.
         Not `streaming`: the text comes all at once with the end."""
         return EngineStream(self, request, streaming, arrival)
+
+    def cached_length(self, salt: str, tokens: list[int]) -> Future:
+        """Future of how many leading `tokens` some cache tier holds under `salt` (slots,
+        host memory, disk), answered on the engine thread between steps."""
+        return self.call(lambda: self.reuse.cached_length(salt, tokens))
 
     def slots(self) -> list[SlotInfo]:
         return [slot.info() for slot in self.scheduler.slots]
@@ -207,14 +250,25 @@ class Engine:
                     self.outbox.flush()
                     if was_idle:
                         self._gather()
+                    clients = self._clients_present()
+                    if clients:
+                        self._quiet.clear()
+                    else:
+                        self._quiet.set()
                     if self.scheduler.has_work:
-                        self.stepper.step()
+                        if not self.stepper.step(background=not clients):
+                            # Only background work, held back while a request is received,
+                            # or a prefix still being read from disk: wait for either.
+                            self._wake.wait(timeout=0.05)
+                            self._wake.clear()
+                            continue
                         self.outbox.flush()
                         if self._park_pending:
                             self._park_pending = False
                             self.reuse.park_idle(save=True)
                         self.compactor.after_step(self.scheduler.slots)
-                        self._last_busy = time.monotonic()
+                        if clients:
+                            self._last_busy = time.monotonic()
                         continue
                     # Idle prefill waits until the whole engine has been idle for the delay, so
                     # it does not hold up a request arriving right after another one ended.
@@ -222,8 +276,8 @@ class Engine:
                     if due is not None:
                         due = max(due, self._last_busy + self.config.idle_prefill_delay)
                     now = time.monotonic()
-                    if due is not None and due <= now:
-                        self.stepper.step()
+                    if due is not None and due <= now and not clients:
+                        self.stepper.step(background=True)
                         continue
                     self._wake.wait(timeout=1.0 if due is None else due - now)
                     self._wake.clear()
@@ -265,6 +319,11 @@ class Engine:
             task.finish("cancelled")  # no-op if it already finished
         while (admission := self.scheduler.next_admission()) is not None:
             self._admit(*admission)
+
+    def _clients_present(self) -> bool:
+        """A client request is being received, waits in the inbox or the queue, or runs:
+        background work must not start a batch now."""
+        return bool(self.scheduler.busy_with_clients or self.arrivals.pending or self.inbox)
 
     def _gather(self) -> None:
         """An idle engine about to prefill first admits what was submitted meanwhile and waits

@@ -3,6 +3,12 @@
 Runs only on the engine thread. Each step carries one decode token for every generating task and
 fills the rest of the batch with prefill chunks of admitted tasks in admission order (continuous
 batching): a long prompt never stalls the streams that are already generating.
+
+Background work (a document's prefill into the prefix cache, an idle slot's next-turn boundary)
+goes only into steps that carry no client work, in batches no larger than the engine allows
+(`background` tokens, sized so one llama_decode, which cannot be interrupted, stays short). At
+most one background task holds a slot; a client task that finds no idle slot takes the
+background task's slot (the task goes back to the queue, and what it computed stays cached).
 """
 
 from __future__ import annotations
@@ -145,22 +151,42 @@ class Scheduler:
         A task whose prefix another task is computing right now waits for it (it does not block
         the tasks behind it) and then copies it from that slot's KV. Background tasks go only
         while no client task waits or runs: they never take compute or a slot from one."""
-        busy = self._busy_with_clients()
+        busy = self.busy_with_clients
+        background_running = any(t.request.background for t in self.active)
         for task in self.waiting:
-            if task.request.background and busy:
+            if task.request.background and (busy or background_running):
                 continue
             if task.waiting_for is not None and not task.waiting_for.done():
                 continue  # its cached prefix is being read from disk
             if self._awaits_shared_prefill(task):
                 continue
             slot = self.choose_slot(task)
+            if slot is None and not task.request.background:
+                slot = self._preempt_background(task)
             if slot is not None:
                 self.waiting.remove(task)
                 return task, slot
         return None
 
-    def _busy_with_clients(self) -> bool:
+    @property
+    def busy_with_clients(self) -> bool:
+        """A client task waits or runs (background tasks are not clients)."""
         return any(not t.request.background for t in (*self.waiting, *self.active))
+
+    def _preempt_background(self, task: Task) -> Slot | None:
+        """Give a client task that finds no idle slot the slot of a running background task,
+        which goes back to the front of the queue; the slot keeps what it computed, so the
+        background task resumes from there (or from host memory). None: no such slot."""
+        if task.request.id_slot is not None:
+            victim = self.slots[task.request.id_slot].task
+        else:
+            victim = next((t for t in self.active if t.request.background), None)
+        if victim is None or not victim.request.background or victim.done or victim.n_generated:
+            return None
+        self.release(victim)
+        victim.requeue()
+        self.waiting.appendleft(victim)
+        return self.choose_slot(task)
 
     def bind(self, task: Task, slot: Slot) -> None:
         """The slot now serves the task; it alone holds the task's conversation from now on."""
@@ -182,23 +208,48 @@ class Scheduler:
     def slot_of(self, task: Task) -> Slot:
         return self.slots[task.slot_id]
 
-    def plan(self, batch: Batch, now: float = 0.0) -> list[Planned]:
-        """Fill `batch` for one llama_decode; the slots' caches change only in `commit`."""
+    def plan(self, batch: Batch, now: float = 0.0, background: int = 0) -> list[Planned]:
+        """Fill `batch` for one llama_decode; the slots' caches change only in `commit`.
+        `background`: most tokens of background work the step may carry, and only when it
+        carries nothing else (0: none)."""
         batch.clear()
+        clients = [t for t in self.active if not t.request.background]
+        planned = self._plan_tasks(batch, clients, batch.free)
+        if planned or background <= 0 or self.busy_with_clients:
+            return planned
+        tasks = [t for t in self.active if t.request.background]
+        planned = self._plan_tasks(batch, tasks, min(background, batch.free))
+        # Idle slots' tails (a few tokens each) go whole, within the budget (the first always).
+        used = 0
+        for slot in self.slots if not planned else ():
+            if not (slot.idle and slot.tail and now >= slot.tail_due):
+                continue
+            n = len(slot.tail)
+            if n <= batch.free and (used == 0 or used + n <= background):
+                batch.add_run(slot.tail, slot.cache.n_pos, slot.id)
+                planned.append(Planned(None, slot, list(slot.tail)))
+                used += n
+        return planned
+
+    def _plan_tasks(self, batch: Batch, tasks: list[Task], limit: int) -> list[Planned]:
+        """Decode tokens of `tasks` first (generation never waits for prefill), then prefill
+        chunks in admission order, at most `limit` tokens in all."""
         planned: list[Planned] = []
-        for task in self.active:  # decode tokens first: generation never waits for prefill
-            if task.next_token is not None and batch.free > 0:
+        start = batch.n_tokens
+        for task in tasks:
+            if task.next_token is not None and batch.n_tokens - start < limit:
                 slot = self.slot_of(task)
                 row = batch.add(task.next_token, slot.cache.n_pos, slot.id, True)
                 planned.append(Planned(task, slot, [task.next_token], 0, row))
-        for task in self.active:
-            if not task.prefilling or batch.free == 0:
+        for task in tasks:
+            room = min(batch.free, limit - (batch.n_tokens - start))
+            if not task.prefilling or room <= 0:
                 continue
             slot = self.slot_of(task)
             prompt = task.request.prompt
             # Text only, up to the next image: the engine evaluates images itself, between steps.
             end = next((s for s, _ in prompt.media() if s >= task.n_done), task.prompt_len)
-            take = min(batch.free, end - task.n_done)
+            take = min(room, end - task.n_done)
             if take == 0:
                 continue  # an image is next
             tokens = prompt.text_tokens(task.n_done, task.n_done + take)
@@ -211,11 +262,6 @@ class Scheduler:
                 if completes and i == last:
                     row = r
             planned.append(Planned(task, slot, tokens, take, row))
-        # Idle prefill only when nothing else runs: it must never slow a live request.
-        for slot in self.slots if not planned else ():
-            if slot.idle and slot.tail and now >= slot.tail_due and batch.free >= len(slot.tail):
-                batch.add_run(slot.tail, slot.cache.n_pos, slot.id)
-                planned.append(Planned(None, slot, list(slot.tail)))
         return planned
 
     @staticmethod

@@ -15,6 +15,7 @@ import time
 
 import numpy as np
 
+from app.engine.background_pacer import BackgroundPacer
 from app.engine.events import TokenLogprob
 from app.engine.kv_room import make_room
 from app.engine.model import Model
@@ -29,9 +30,15 @@ log = logging.getLogger(__name__)
 
 class Stepper:
     def __init__(
-        self, model: Model, scheduler: Scheduler, reuse: PrefixReuse, n_ctx_request: int
+        self,
+        model: Model,
+        scheduler: Scheduler,
+        reuse: PrefixReuse,
+        n_ctx_request: int,
+        pacer: BackgroundPacer,
     ) -> None:
         self.model, self.scheduler, self.reuse = model, scheduler, reuse
+        self.pacer = pacer  # sizes the batches of background work
         self.vision: Vision | None = None  # set by the engine once built on its thread
         self.n_ctx_request = n_ctx_request  # KV cells one request may use (<= n_ctx)
         self._batch = model.new_batch()
@@ -68,19 +75,26 @@ class Stepper:
             task.fail("internal error while generating")
             self.scheduler.release(task)
 
-    def step(self) -> None:
+    def step(self, background: bool = False) -> bool:
+        """One llama_decode; False if nothing was planned. `background`: the step may carry
+        background work (paced), when it carries nothing for a client."""
         if self.vision is not None:
             self._eval_media()
-        planned = self.scheduler.plan(self._batch, time.monotonic())
+        budget = self.pacer.tokens() if background else 0
+        planned = self.scheduler.plan(self._batch, time.monotonic(), budget)
         if not planned:
-            return
+            return False
+        t0 = time.perf_counter()
         status = self.model.decode(self._batch)
         if status == 1 and make_room(self.scheduler, self.reuse, self.model, planned):
-            return  # room was made or a task was dropped: plan again next step
+            return True  # room was made or a task was dropped: plan again next step
         if status != 0:
             raise RuntimeError(f"llama_decode returned {status}")
+        if all(p.task is None or p.task.request.background for p in planned):
+            self.pacer.observe(self._batch.n_tokens, time.perf_counter() - t0)
         self.scheduler.commit(planned)
         self._sample(planned)
+        return True
 
     def _eval_media(self) -> None:
         """Evaluate the images that are next in prompts being prefilled (text prefill and

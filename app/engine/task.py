@@ -77,6 +77,16 @@ class Task:
         self.sampler = sampler
         self.t_start = time.perf_counter()
 
+    def requeue(self) -> None:
+        """Back to the queue from a slot a client task took (background tasks only): the task
+        starts again at its next admission, from whatever prefix is cached by then."""
+        assert self.request.background and self.n_generated == 0  # nothing was sent yet
+        if self.sampler is not None:
+            self.sampler.close()
+        self.sampler, self.on_close, self.next_token = None, None, None
+        self.slot_id, self.n_cached, self.n_done = -1, 0, 0
+        self.cache_source = "none"
+
     def on_token(
         self,
         token: int,

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from app.engine.batch import Batch
 from app.engine.request import GenerationRequest
 from app.engine.scheduler import Scheduler
 from app.engine.task import Task
@@ -101,3 +102,75 @@ def test_background_work_waits_while_any_client_task_waits_or_runs():
     s.release(client)
     second = s.next_admission()
     assert second is not None and second[0] is background
+
+
+def background_task(tokens: list[int]) -> Task:
+    return Task(GenerationRequest(TokenSequence(tokens), background=True), lambda e: None, True)
+
+
+def test_a_step_carries_background_work_only_when_no_client_waits_or_runs():
+    s = Scheduler(2, similarity=0.1)
+    batch = Batch(64)
+    try:
+        bg = background_task(list(range(100, 140)))
+        s.enqueue(bg)
+        first = s.next_admission()
+        assert first is not None and first[0] is bg
+        s.bind(bg, first[1])
+        # Alone, the background task gets at most the budget the engine allows...
+        planned = s.plan(batch, background=8)
+        assert [(p.task, len(p.tokens)) for p in planned] == [(bg, 8)]
+        assert s.plan(batch, background=0) == []  # ...and nothing when it allows none.
+        # A client queued (not yet admitted) already holds background work back.
+        client = task([1, 2, 3])
+        s.enqueue(client)
+        assert s.plan(batch, background=8) == []
+        nxt = s.next_admission()
+        assert nxt is not None and nxt[0] is client
+        s.bind(client, nxt[1])
+        planned = s.plan(batch, background=8)
+        assert [p.task for p in planned] == [client]
+        s.release(client)
+        assert [p.task for p in s.plan(batch, background=8)] == [bg]
+    finally:
+        batch.close()
+
+
+def test_only_one_background_task_holds_a_slot():
+    s = Scheduler(3, similarity=0.1)
+    a, b = background_task([1, 2]), background_task([3, 4])
+    s.enqueue(a)
+    s.enqueue(b)
+    first = s.next_admission()
+    assert first is not None and first[0] is a
+    s.bind(a, first[1])
+    assert s.next_admission() is None
+    assert list(s.waiting) == [b]
+
+
+def test_a_client_that_finds_no_idle_slot_takes_the_background_tasks_slot():
+    s = Scheduler(1, similarity=0.1)
+    bg = background_task(list(range(100, 140)))
+    s.enqueue(bg)
+    slot = s.next_admission()[1]
+    s.bind(bg, slot)
+    bg.n_done = 16  # part of its prompt is in the slot's KV
+    slot.cache = TokenSequence(list(range(100, 116)))
+    client = task([1, 2, 3])
+    s.enqueue(client)
+    taken = s.next_admission()
+    assert taken == (client, slot)
+    # The background task waits at the front of the queue to start again; the slot still
+    # holds what it computed until the client's admission decides what to keep.
+    assert list(s.waiting) == [bg] and bg.n_done == 0 and bg.slot_id == -1
+    assert bg not in s.active and slot.idle and len(slot.cache) == 16
+
+
+def test_a_background_task_that_has_generated_is_not_preempted():
+    s = Scheduler(1, similarity=0.1)
+    bg = background_task([1, 2, 3])
+    s.enqueue(bg)
+    s.bind(bg, s.next_admission()[1])
+    bg.n_generated = 1  # something was already handed to its sink
+    s.enqueue(task([4, 5]))
+    assert s.next_admission() is None
