@@ -212,11 +212,13 @@ class Settings(BaseSettings):
 
     data_dir: str = setting("data", "--data-dir", group=STORAGE)
     """SQLite database (kvchat.db), media, indexes and slot files"""
+    # The lower-case choice lets the CLI pass it by name (older pydantic-settings, e.g. 2.14,
+    # match keyword arguments by alias only and would drop --database-url).
     database_url: str | None = setting(
         None,
         "--database-url",
         group=STORAGE,
-        validation_alias=AliasChoices("KVCHAT_DATABASE_URL", "DATABASE_URL"),
+        validation_alias=AliasChoices("KVCHAT_DATABASE_URL", "DATABASE_URL", "database_url"),
     )
     """SQLAlchemy URL, e.g. postgresql+psycopg://user@host/db (unset: SQLite in --data-dir)"""
     slot_save_path: str | None = setting(None, "--slot-save-path", group=STORAGE)
