@@ -127,8 +127,6 @@ def _info(name: str, f: FieldInfo, env_prefix: str) -> SettingInfo:
     extra = f.json_schema_extra
     if not isinstance(extra, dict) or "flags" not in extra:
         raise TypeError(f"Settings.{name} is not declared with setting()")
-    if not f.description:
-        raise TypeError(f"Settings.{name} has no docstring (its help)")
     kind, choices, optional = _kind(f.annotation)
     engine = extra.get("engine")
     ge = next((m.ge for m in f.metadata if isinstance(m, Ge)), None)
@@ -141,7 +139,8 @@ def _info(name: str, f: FieldInfo, env_prefix: str) -> SettingInfo:
         choices=choices,
         optional=optional,
         default=f.default,
-        help=" ".join(f.description.split()),
+        # Read from the source by pydantic: empty only where the source is not installed.
+        help=" ".join((f.description or "").split()),
         group=str(extra["group"]),
         engine=name if engine is True else (engine or None),
         to_engine=extra.get("to_engine"),
