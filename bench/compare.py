@@ -1,7 +1,7 @@
 """`python -m bench.compare` (`make bench`): every benchmark row, ours beside the other servers.
 
     python -m bench.compare [--quick] [--servers ours,llama-server,llama-cpp-python]
-                            [--mmproj PATH|tiny] [--out DIR] [--no-readme]
+                            [--mmproj PATH|tiny] [--out DIR] [--no-docs]
                             [--no-decode-churn] [--no-doc-qa]
 
 One run holds every comparison of the project, so one table answers "where do we stand", and
@@ -23,8 +23,9 @@ A Targets table at the end lists every target of these parts, ours / llama-serve
 
 Writes DIR/compare.md (tables), DIR/compare.png (the prefix-reuse chart) and DIR/compare.json
 (raw numbers); --quick (small prompts, short generations: a smoke test) writes compare-quick.*
-instead. A full run to the default DIR also puts the tables into README.md between the
-`compare:start`/`compare:end` markers (bench/report.py). llama-server runs when
+instead. A full run to the default DIR also puts every table into docs/benchmarks.md and the
+headline table into README.md, each between its `compare:start`/`compare:end` markers
+(bench/report.py; --no-docs leaves both files alone). llama-server runs when
 build/llama-server/bin/llama-server exists (`make llama-server`).
 """
 
@@ -45,7 +46,7 @@ from pathlib import Path
 
 from bench import decode_churn, doc_qa, peers, prefix
 from bench.peers import eog_logit_bias
-from bench.report import README, chart, markdown, update_readme
+from bench.report import BENCHMARKS, README, chart, headline, markdown, write_between_markers
 from tests.server import ROOT
 
 RESULTS = ROOT / "bench" / "results"
@@ -108,7 +109,13 @@ def main(argv: list[str] | None = None) -> int:
         "runs on them; 'tiny' builds the tiny test projector (random weights)",
     )
     p.add_argument("--out", type=Path, default=RESULTS)
-    p.add_argument("--no-readme", action="store_true", help="leave README.md as it is")
+    p.add_argument(
+        "--no-docs",
+        "--no-readme",
+        dest="no_docs",
+        action="store_true",
+        help="leave README.md and docs/benchmarks.md as they are",
+    )
     p.add_argument(
         "--no-decode-churn",
         action="store_true",
@@ -170,14 +177,11 @@ def main(argv: list[str] | None = None) -> int:
     chart(report, args.out / f"{stem}.png")
     print("\n" + table)
     print(f"wrote {md}, {args.out / (stem + '.png')}, {args.out / (stem + '.json')}")
-    chart_link = f"\n![warm/cold TTFT per scenario](bench/results/{stem}.png)\n"
-    if (
-        args.out == RESULTS
-        and not args.quick
-        and not args.no_readme
-        and update_readme(table + chart_link)
-    ):
-        print(f"updated the table in {README}")
+    if args.out == RESULTS and not args.quick and not args.no_docs:
+        chart_link = f"\n![warm/cold TTFT per scenario](../bench/results/{stem}.png)\n"
+        for path, block in ((BENCHMARKS, table + chart_link), (README, headline(report))):
+            if write_between_markers(path, block):
+                print(f"updated the tables in {path}")
     return 0
 
 

@@ -1,9 +1,12 @@
-"""bench.compare's report: the markdown tables, the chart and the README table.
+"""bench.compare's report: the markdown tables, the chart, and the two places a full run writes
+them: every table into docs/benchmarks.md, a short headline table into README.md (each between
+the `compare:start`/`compare:end` markers of its file).
 
 One report holds every part of a run (bench.prefix's scenarios and aggregate decode,
 bench.decode_churn's rows, bench.doc_qa's rows) and ends with one Targets table that lists the
 targets of all of them, so the verdicts of a run are read in one place. A part that was skipped
-or failed leaves its section out (a failure is named at the top).
+or failed leaves its section out (a failure is named at the top). The headline has one row per
+target, with both servers' values beside the ratio.
 """
 
 from __future__ import annotations
@@ -15,8 +18,9 @@ from bench.targets import Target, table_lines
 from tests.server import ROOT
 
 README = ROOT / "README.md"
-README_START = "<!-- compare:start -->"
-README_END = "<!-- compare:end -->"
+BENCHMARKS = ROOT / "docs" / "benchmarks.md"
+START = "<!-- compare:start -->"
+END = "<!-- compare:end -->"
 
 
 def targets(report: dict) -> list[Target]:
@@ -120,19 +124,71 @@ def chart(report: dict, path: Path) -> None:
     plt.close(fig)
 
 
-def update_readme(table: str, readme: Path = README) -> bool:
-    """Put `table` between the README's markers; False (README untouched) when they are missing."""
-    text = readme.read_text()
-    start, end = text.find(README_START), text.find(README_END)
+def headline(report: dict) -> str:
+    """The README's table: per target, ours and llama-server's values, the ratio and verdict."""
+    verdicts = {name: f"{bound}: {verdict}" for name, _, bound, verdict in targets(report)}
+    m = report["machine"]
+    lines = [
+        f"Run {report['date']} on {m['cpu']}, {m['cores']} cores; model `{report['model']}`; "
+        "TTFT in seconds (lower is better), decode in tokens/s (higher is better).",
+        "",
+        "| | ours | llama-server | ours / llama-server | target |",
+        "|---|---:|---:|---:|---|",
+    ]
+    for name, ours, peer in _headline_values(report):
+        ratio = _f(ours / peer, 2) if ours is not None and peer else "–"
+        cells = f"{_value(ours)} | {_value(peer)} | {ratio} | {verdicts.get(name, '')}"
+        lines.append(f"| {name} | {cells} |")
+    met = sum(v.endswith(": met") for v in verdicts.values())
+    lines += ["", f"Targets met: {met} of {len(verdicts)}."]
+    return "\n".join(lines) + "\n"
+
+
+def write_between_markers(path: Path, block: str) -> bool:
+    """Put `block` between the file's markers; False (file untouched) when they are missing."""
+    text = path.read_text()
+    start, end = text.find(START), text.find(END)
     if start < 0 or end < start:
         return False
-    body = f"{README_START}\n{table}{README_END}"
-    readme.write_text(text[:start] + body + text[end + len(README_END) :])
+    path.write_text(f"{text[:start]}{START}\n{block}{END}{text[end + len(END) :]}")
     return True
+
+
+def _headline_values(report: dict) -> list[tuple[str, float | None, float | None]]:
+    """(target name, ours, llama-server) in the order of `targets`."""
+    servers = report["servers"]
+    ours, peer = servers.get("ours", {}), servers.get("llama-server", {})
+    warm = [("scenarios", g, "warm_ttft") for g in report["scenario_names"]]
+    rows = [(f"warm TTFT: {w[1]}", _get(ours, *w), _get(peer, *w)) for w in warm]
+    key = report["throughput_names"][-1]
+    rate = ("throughput", key, "tokens_per_s")
+    rows.append((f"aggregate tok/s: {key}", _get(ours, *rate), _get(peer, *rate)))
+    if churn := report.get("decode_churn"):
+        pair = churn["servers"].get("ours", {}), churn["servers"].get("llama-server", {})
+        for label, group, k, bound, _ in decode_churn.SPEC:
+            if bound is not None:
+                rows.append((label, _get(pair[0], group, k), _get(pair[1], group, k)))
+    if qa := report.get("doc_qa"):
+        pair = qa["rows"].get("ours", {}), qa["rows"].get(doc_qa.SCORE_ORDER, {})
+        rows.append((doc_qa.TARGET, _get(pair[0], "mean_ttft"), _get(pair[1], "mean_ttft")))
+    return rows
+
+
+def _get(row: dict | None, *keys: str) -> float | None:
+    for key in keys:
+        if not isinstance(row, dict):
+            return None
+        row = row.get(key)
+    return row
 
 
 def _f(x: float | None, digits: int = 3) -> str:
     return "–" if x is None else f"{x:.{digits}f}"
+
+
+def _value(x: float | None) -> str:
+    """Seconds to the ms, rates (and long times) to a tenth."""
+    return _f(x, 1 if x is not None and x >= 10 else 3)
 
 
 def _cached(s: dict) -> str:

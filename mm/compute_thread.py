@@ -2,8 +2,9 @@
 
 The llama.cpp build here runs its CPU kernels on OpenMP, which keeps a team of worker threads per
 calling thread. A graph run from a second thread, even once, leaves two teams spinning on two
-cores and GOMP throttles every later barrier into a futex sleep: each decode gets ~1.7x slower for
-the life of the process. So every compute call of a handle must come from one thread.
+cores and GOMP throttles every later barrier into a futex sleep: every decode gets slower for the
+life of the process (figures: docs/kv-reuse.md, Measurements). So every compute call of a handle
+must come from one thread.
 
 Invariant: the first compute call claims the handle for its thread; any compute call from another
 thread afterwards raises `WrongThreadError` before touching llama.cpp. Calls that only read or

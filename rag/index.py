@@ -5,8 +5,8 @@ ids differ from the database's (stale) or that FAISS cannot read (damaged), and 
 rebuilds it from the vectors.
 
 Search is exact (a flat scan) up to ANN_MIN vectors, then approximate (HNSW, built in memory on
-top of the flat index, kept up to date on adds and rebuilt after removals). Measured here, one
-thread, 384 dimensions, top 4: flat 2.5 ms at 10k vectors, 22 ms at 50k, 139 ms at 200k.
+top of the flat index, kept up to date on adds and rebuilt after removals). A flat scan's time
+grows with the vectors (figures: docs/kv-reuse.md, Measurements).
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from pathlib import Path
 import faiss
 import numpy as np
 
-ANN_MIN = 20_000  # flat search passes ~10 ms about here (see above)
+ANN_MIN = 20_000  # about where a flat search stops being cheap (see above)
 HNSW_M = 32
 
 

@@ -1,9 +1,9 @@
 """`StatePool` and `StateBlob`: saved KV states in reused, already-mapped buffers.
 
 Saving a slot's KV state runs on the engine thread, between decode steps, so every stream waits
-for it. Measured on a 35 MB state: a save into fresh memory (a zero-filled ctypes array, then
-`bytes()`, then a slice) cost 14-29 ms, almost all of it first-touch page faults, against 1.5 ms
-for the raw `llama_state_seq_get_data_ext` into a buffer that was used before. So states live in
+for it. A save into fresh memory (a zero-filled ctypes array, then `bytes()`, then a slice) cost
+several times the raw `llama_state_seq_get_data_ext` into a buffer that was used before, almost
+all of it first-touch page faults (figures: docs/kv-reuse.md, Measurements). So states live in
 `bytearray` buffers that go back to a pool when their entry is dropped, and the next save writes
 into one of them: no zero-fill, no copy, no fresh pages once the tier is warm.
 

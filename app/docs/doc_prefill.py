@@ -1,12 +1,12 @@
 """`DocPrefill`: a ready document's prompt prefix computed into the prefix cache ahead of questions.
 
 Every document question starts with the same head (system prompt, "Sources:") followed by the
-retrieved chunks, and the first question that retrieves a chunk pays for its prefill cold
-(~130-270 tokens/s here). When a document becomes ready, its head + chunks in canonical order
-(up to --doc-prefill-tokens) are computed by a background engine task, which the scheduler
-admits only while no client request waits or runs. The layout puts cached chunks first, so a
-later question whose retrieved set holds the document's leading chunks reuses them: its prompt
-starts with exactly these tokens (the same head, the chunks' stored token ids).
+retrieved chunks, and the first question that retrieves a chunk pays for its prefill cold (the
+rate: docs/kv-reuse.md, Measurements). When a document becomes ready, its head + chunks in
+canonical order (up to --doc-prefill-tokens) are computed by a background engine task, which the
+scheduler admits only while no client request waits or runs. The layout puts cached chunks
+first, so a later question whose retrieved set holds the document's leading chunks reuses them:
+its prompt starts with exactly these tokens (the same head, the chunks' stored token ids).
 
 The KV lives in the slot that computed it and goes to host memory when that slot is needed, like
 any slot's. The task carries the document's id, so deleting the document purges that KV too. A

@@ -3,11 +3,9 @@
 When several users send at once, the first request to reach the engine would otherwise start its
 prefill alone: parsing, templating and tokenizing the others takes the event loop a few ms each
 (longer once a decode holds both cores), so they arrive one decode later and are prefilled in a
-second batch while the first waits for them. Measured here, 8 clients at once on 4 slots: the
-first prompt was submitted 3-10 ms after its request arrived, the next three 15-40 ms after
-theirs, and the first one's lone 13-token prefill (45-85 ms) put the other three's first token
-50-70 ms later than one batch of all four; the second wave repeated the split because the lone
-request finished a step before the others.
+second batch while the first waits for them: the others' first tokens come a whole lone prefill
+later than one batch of all would give them, and the next wave repeats the split because the
+lone request finishes a step before the others (figures: docs/kv-reuse.md, Measurements).
 
 So the HTTP layer takes a ticket when a generation request arrives (`expect`); `Engine.submit`
 settles it as it queues the request's task, and the HTTP layer settles it when the request ends

@@ -43,14 +43,14 @@ class EngineConfig:
     cache_ram_bytes: int = 2048 << 20  # host-memory prompt cache budget; 0 disables it
     cache_ram_tokens: int | None = None  # optional budget in tokens
     # Host-cache eviction: "gdsf" served more prompt tokens than "lru" in bench/eviction.py
-    # (+3 to +4.5 points at budgets of 2k-8k tokens, equal at 1k).
+    # (figures: docs/kv-reuse.md, Measurements).
     cache_policy: str = "gdsf"
     cache_dir: str | None = None  # disk tier: saved states survive a restart
     cache_disk_bytes: int = 0  # disk tier budget; 0 = no limit
     cache_reuse: int = 0  # min run to reuse by KV shifting (--cache-reuse); 0 = off
     park_idle_slots: bool = False  # --cache-idle-slots (the server turns it on): idle KV to host
     # Sliding-window models: keep every position's KV in the SWA layers too, so any cached prefix
-    # stays reusable (measured on Gemma 3 270M, -c 8192 -np 4: KV 61.5 -> 144 MiB). Without it,
+    # stays reusable, at the cost of more KV memory (docs/kv-reuse.md). Without it,
     # only prefixes whose window is still held are reused.
     swa_full: bool = True
     # Generation limits (llama-server's -n/--n-predict and per-slot n_ctx): n_predict is the

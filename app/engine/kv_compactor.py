@@ -5,19 +5,18 @@ llama.cpp's attention spans every KV cell up to the highest one in use (its n_kv
 cells), whichever sequence holds it and however many cells below are free. Cutting a slot back to
 a short prefix, parking idle slots and erasing leave holes; a kept prefix above them (placed there
 while the cells below were busy) keeps the span long, and every decode of every slot attends over
-the holes. Measured here, three streams of ~70 tokens: 14.5 ms a step packed, 17.4 ms with a
-100-token prefix of a fourth sequence left at cells ~3,900 (the same as 4,000 tokens in use).
+the holes: a short prefix left high up costs every step as much as a cache filled up to it.
 llama.cpp has deprecated its own defragmentation (`defrag_thold` is ignored), and llama-server
-leaves the holes: after the long-prompt scenarios of bench.compare both servers decoded 8 clients
-over a 1,280-cell span where ~400 cells were in use.
+leaves the holes, also after bench.compare's long-prompt scenarios (figures: docs/kv-reuse.md,
+Measurements).
 
 A compaction is a whole-memory state round trip (llama_state_seq_get/set_data with seq -1): the
 write lists the cells in use in order, each with every sequence it belongs to, and the read
 clears the cache and puts them back at cells 0..n-1. Cells shared by several sequences
 (llama_memory_seq_cp) stay shared, every sequence keeps its positions and values, and the next
-decode's logits are those of a cache that was never fragmented, bit for bit (tests). Cost here:
-the read zero-fills the whole cache first (3-4 ms at 8,192 cells of SmolLM2), and the copies
-take ~3.5 ms per 1,000 cells in use. The zero-fill grows with the context, not with what is in
+decode's logits are those of a cache that was never fragmented, bit for bit (tests). Cost: the
+read zero-fills the whole cache first, and the copies grow with the cells in use (figures:
+docs/kv-reuse.md, Measurements). The zero-fill grows with the context, not with what is in
 use, so the holes must also be at least 1/16 of the context: where they were under kept cells,
 each step then reads at least 1/16 of the cache's bytes fewer, and ~16 steps pay for writing
 all of them once.

@@ -5,7 +5,8 @@ Everything above this file sees Python ints, bytes and strings. One llama contex
 later layers) sequences can share cells.
 
 Compute (`decode`) belongs to one thread, the engine's: llama.cpp's OpenMP keeps a thread team per
-calling thread, and one graph run from a second thread slows every later decode ~1.7x.
+calling thread, and one graph run from a second thread slows every later decode (figures:
+docs/kv-reuse.md, Measurements).
 """
 
 from __future__ import annotations
@@ -156,7 +157,7 @@ class Model:
     def token_to_piece(self, token: int, special: bool = False) -> bytes:
         # The vocabulary never changes: a token's piece is computed once. The ctypes call it
         # saves releases the GIL, and on the engine thread every release mid-step lets the HTTP
-        # thread in first (~20 us a token measured in the server). A dict's get and set are
+        # thread in first (docs/kv-reuse.md, Measurements). A dict's get and set are
         # atomic, so any thread may call this.
         key = token if not special else ~token
         piece = self._pieces.get(key)

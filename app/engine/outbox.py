@@ -8,10 +8,8 @@ loop wakes once per step for all its streams, whatever their number.
 A request's first event is its time to first token. On CPU, after a flush that holds one, the
 engine thread waits (at most FIRST_EVENT_WAIT_S) until its loop has had one turn with the
 events, which sends them, before computing on: otherwise the next decode's OpenMP threads take
-both cores while the event loop and the client need them to send and read that token (measured
-here, an exact repeat of a ~1,000-token prompt with 4 tokens to generate: the first token
-reached the client 6.1 ms after the request without the wait, 2.6 ms with it; 1.7 ms with
-nothing to generate after it).
+both cores while the event loop and the client need them to send and read that token (figures:
+docs/kv-reuse.md, Measurements).
 
 Engine thread only; the hand-over runs on each loop.
 """

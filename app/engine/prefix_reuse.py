@@ -29,10 +29,11 @@ from app.engine.slot import Slot, usable_prefix
 from app.engine.task import Task
 from mm.token_sequence import TokenSequence
 
-# A slot about to lose fewer tokens than this is not saved: recomputing 16 tokens costs ~130 ms
-# here, restoring them a few ms, so smaller losses are not worth a host-cache entry.
+# A slot about to lose fewer tokens than this is not saved: recomputing them costs little more
+# than restoring them, so smaller losses are not worth a host-cache entry (figures:
+# docs/kv-reuse.md, Measurements).
 MIN_SAVE_TOKENS = 16
-# Saving copies the whole sequence's KV (~10 ms per 1,000 tokens of this model) on the path to
+# Saving copies the whole sequence's KV (time grows with its length) on the path to
 # the next request's first token. A slot that keeps most of its KV serves the same conversation
 # (a retry, a regenerated reply): what it drops is rarely asked for again, so it is saved only
 # when it loses at least this share of its tokens.
@@ -40,8 +41,8 @@ MIN_SAVE_SHARE = 0.25
 TIERS = ("own_slot", "other_slot", "host", "disk")
 # Fewest tokens a task must prefill for the idle slots it parks to get their pending tails
 # (a conversation's next-turn boundary, a few tokens) decoded first, so they are saved with
-# them: a 6-token tail costs ~25 ms here, a 256-token prefill ~0.6-1 s. The next turn of
-# that conversation then prefills that much less.
+# them: a tail costs a small share of such a prefill (docs/kv-reuse.md, Measurements). The next
+# turn of that conversation then prefills that much less.
 TAIL_BEFORE_PARK_MIN = 256
 
 
@@ -109,8 +110,8 @@ class PrefixReuse:
             if donor_n < MIN_SAVE_TOKENS:  # (a shared template header) not worth keeping a slot
                 donor, donor_n = None, 0
             # Saving the idle slots before a short prefill would delay its first token more
-            # than their cells slow it (measured in the server: 6-8 ms to save ~450 tokens
-            # into a fresh buffer, page faults): those go after that token
+            # than their cells slow it (a save into a fresh buffer pays page faults;
+            # docs/kv-reuse.md, Measurements): those go after that token
             # (Engine._park_pending), the others now.
             long = len(prompt) - max(own, donor_n, host_n) >= TAIL_BEFORE_PARK_MIN
             saves = self.stats.saves
@@ -162,10 +163,8 @@ class PrefixReuse:
         llama.cpp's attention spans every KV cell up to the highest one in use, whichever
         sequence holds it: idle slots' cells slow every decode of the busy ones, and a
         sequence restored or computed while they are resident lands in higher cells and
-        keeps the span long after they go (measured here, medians, one sequence at 480 tokens:
-        a 17-token prefill 78 ms alone, 81 / 85 ms with one / three more 480-token sequences
-        resident; one token 8.6 -> 9.9 / 10.1 ms; the same alone in cells above 480; saving
-        1,000 tokens costs 1.4 ms, restoring them 1.7 ms). llama-server clears every idle
+        keeps the span long after they go, while saving and restoring cost far less than that
+        (figures: docs/kv-reuse.md, Measurements). llama-server clears every idle
         slot when a task starts the same way (--cache-idle-slots); a conversation that comes
         back restores from host memory.
         Call from `prepare`, before it restores or computes anything."""
@@ -175,8 +174,7 @@ class PrefixReuse:
             if save and tails and slot.tail and self.prefill_tail is not None:
                 self.prefill_tail(slot)
             # Parking never evicts a host entry: with host memory full, the KV stays where it
-            # is (measured, 8 sessions on 4 slots with a 16 MiB host cache: parking that evicted
-            # left 2% of the warm prompts cached).
+            # is (parking that evicted left almost no warm prompt cached; docs/kv-reuse.md).
             if save and self.host.has_room(self.model.state_size(slot.id), len(slot.cache)):
                 self.save(slot, keep=0)
             if self.host.covers(slot.salt, slot.cache) or len(slot.cache) < MIN_SAVE_TOKENS:

@@ -90,3 +90,11 @@ def test_defrag_threshold_reaches_the_engine():
     assert Settings(**parse_args([])).engine_config().defrag_thold == 0.1
     assert Settings(**parse_args(["-dt", "-1"])).engine_config().defrag_thold == -1.0
     assert Settings(**parse_args(["--defrag-thold", "0.5"])).engine_config().defrag_thold == 0.5
+
+
+def test_database_url_flag_and_environment_reach_the_settings(monkeypatch: pytest.MonkeyPatch):
+    monkeypatch.delenv("KVCHAT_DATABASE_URL", raising=False)
+    monkeypatch.setenv("DATABASE_URL", "sqlite:///from-env.db")
+    assert Settings(**parse_args([])).database() == "sqlite:///from-env.db"
+    flagged = Settings(**parse_args(["--database-url", "postgresql+psycopg://u@h/db"]))
+    assert flagged.database() == "postgresql+psycopg://u@h/db"  # the flag wins

@@ -10,7 +10,7 @@ import pytest
 from bench import client, core
 from bench.peers import eog_logit_bias
 from bench.prefix import AT_ONCE, WELL_UNDER
-from bench.report import README_END, README_START, chart, markdown, targets, update_readme
+from bench.report import END, START, chart, markdown, targets, write_between_markers
 
 
 def sse(*chunks: dict) -> bytes:
@@ -133,8 +133,8 @@ def test_markdown_names_the_machine_and_has_a_column_per_server(tmp_path) -> Non
     assert "| same long prompt twice | 0.050 | 0.050 | 90/100 | 0.100 |" in md
     assert "| 0.200 | 0.200 | n/a |" in md  # llama-cpp-python reports no cached tokens
     readme = tmp_path / "README.md"
-    readme.write_text(f"a\n{README_START}\nOLD-TABLE\n{README_END}\nb\n")
-    assert update_readme(md, readme)
+    readme.write_text(f"a\n{START}\nOLD-TABLE\n{END}\nb\n")
+    assert write_between_markers(readme, md)
     text = readme.read_text()
     assert (
         "OLD-TABLE" not in text and md in text and text.startswith("a\n") and text.endswith("b\n")

@@ -95,3 +95,41 @@ def test_a_part_that_did_not_run_leaves_its_rows_and_targets_out():
     table = decode_churn.markdown(churn)
     assert "| single-stream decode, whole tok/s | 122.000 |  |" in table
     assert "llama-server failed: PeerUnavailable: not built" in table
+
+
+def test_the_headline_has_one_row_per_target_with_both_values():
+    r = full_report()
+    md = report.headline(r)
+    assert "| aggregate tok/s: 8 clients x 16 tokens | 90.0 | 100.0 | 0.90 | ≥ 1: not met |" in md
+    assert "| churn: decoding stream's p95 gap s | 0.090 | 0.090 | 1.00 | ≤ 1.1: met |" in md
+    assert (
+        "| document QA mean TTFT, chunks in score order | 0.200 | 0.600 | 0.33 | ≤ 0.5: met |" in md
+    )
+    rows = [line for line in md.splitlines() if line.startswith("| ") and "---" not in line][1:]
+    assert len(rows) == len(report.targets(r)) and all(row.endswith("met |") for row in rows)
+    assert "Targets met: 2 of 6." in md
+
+
+def test_a_headline_without_llama_server_shows_ours_alone():
+    r = full_report()
+    del r["servers"]["llama-server"]
+    md = report.headline(r)
+    assert "| aggregate tok/s: 8 clients x 16 tokens | 90.0 | – | – |  |" in md
+    assert "Targets met: 2 of 5." in md  # decode churn and document QA ran against it apart
+
+
+def test_the_tables_go_between_the_markers_and_nowhere_else(tmp_path):
+    page = tmp_path / "benchmarks.md"
+    page.write_text(f"intro\n{report.START}\nold\n{report.END}\nafter\n")
+    assert report.write_between_markers(page, "new\n")
+    assert page.read_text() == f"intro\n{report.START}\nnew\n{report.END}\nafter\n"
+    unmarked = tmp_path / "plain.md"
+    unmarked.write_text("no markers\n")
+    assert not report.write_between_markers(unmarked, "new\n")
+    assert unmarked.read_text() == "no markers\n"
+
+
+def test_readme_and_benchmarks_page_carry_the_markers():
+    for path in (report.README, report.BENCHMARKS):
+        text = path.read_text()
+        assert text.count(report.START) == 1 and text.index(report.START) < text.index(report.END)
