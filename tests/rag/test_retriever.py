@@ -54,13 +54,17 @@ class FakeIndex:
         self.hits = hits
         self.asked: list[tuple[int, set[int] | None]] = []
 
-    def search(self, vector: np.ndarray, k: int, allowed: set[int] | None = None):
+    def search(
+        self, vector: np.ndarray, k: int, allowed: set[int] | None = None
+    ) -> list[tuple[int, float]]:
         self.asked.append((k, allowed))
         return [(c, s) for c, s in self.hits if allowed is None or c in allowed][:k]
 
 
 class FakeBm25(FakeIndex):
-    def search(self, query: str, k: int, allowed: set[int] | None = None):  # type: ignore[override]
+    def search(  # type: ignore[override]
+        self, query: str, k: int, allowed: set[int] | None = None
+    ) -> list[tuple[int, float]]:
         assert query == "the question"
         return super().search(np.zeros(1), k, allowed)
 

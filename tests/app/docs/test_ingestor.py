@@ -14,6 +14,7 @@ import numpy as np
 import pytest
 
 from app.db.chunk_store import ChunkStore
+from app.db.document_records import CollectionRecord
 from app.db.document_store import DocumentStore
 from app.db.store import Store
 from app.docs.ingestor import EMBED_BATCH, Ingestor, ingest_document
@@ -77,7 +78,9 @@ class Rig:
         )
         return record.id
 
-    def ingest(self, document_id: str, progress=None):  # noqa: ANN001, ANN201
+    def ingest(
+        self, document_id: str, progress: Callable[[int, int], None] | None = None
+    ) -> CollectionRecord | None:
         return ingest_document(
             self.chunks, self.library, self.tokenize, MODEL, document_id, progress
         )

@@ -21,6 +21,8 @@ from hypothesis import strategies as st
 
 from app.cache.disk_cache import DiskCache
 from app.cache.host_cache import HostCache
+from app.engine.config import EngineConfig
+from app.engine.model import Model
 from app.engine.prefix_reuse import MIN_SAVE_SHARE, MIN_SAVE_TOKENS, PrefixReuse
 from app.engine.request import GenerationRequest
 from app.engine.scheduler import Scheduler
@@ -102,8 +104,21 @@ def saved_tokens(data: bytes | bytearray | memoryview) -> list[int]:
     return np.frombuffer(bytes(data), dtype=np.int32).tolist()
 
 
+def make_reuse(
+    model: FakeModel | Model,
+    scheduler: Scheduler,
+    host: HostCache,
+    disk: DiskCache | None = None,
+    prefill_tail: Callable[[Slot], None] | None = None,
+) -> PrefixReuse:
+    """The one place this file builds a PrefixReuse (its wiring may move into its constructor)."""
+    reuse = PrefixReuse(model, scheduler, host, disk)
+    reuse.prefill_tail = prefill_tail
+    return reuse
+
+
 class Rig:
-    """One PrefixReuse and its collaborators, built in one place (`make`)."""
+    """One PrefixReuse and its collaborators, over the fake model."""
 
     def __init__(
         self, n_slots: int = 3, host_bytes: int = BIG, disk: DiskCache | None = None
@@ -112,8 +127,7 @@ class Rig:
         self.scheduler = Scheduler(n_slots, similarity=0.1)
         self.host = HostCache(host_bytes)
         self.tails: list[tuple[int, list[int]]] = []  # (slot, tail) prefilled before a park
-        self.reuse = PrefixReuse(self.model, self.scheduler, self.host, disk)
-        self.reuse.prefill_tail = self.prefill_tail
+        self.reuse = make_reuse(self.model, self.scheduler, self.host, disk, self.prefill_tail)
 
     def prefill_tail(self, slot: Slot) -> None:  # what Stepper.prefill_tail does, KV-wise
         tail, slot.tail = slot.tail, None
@@ -124,7 +138,9 @@ class Rig:
     def slot(self, i: int) -> Slot:
         return self.scheduler.slots[i]
 
-    def hold(self, i: int, tokens: list[int], salt: str = "", docs: frozenset[str] = frozenset()):
+    def hold(
+        self, i: int, tokens: list[int], salt: str = "", docs: frozenset[str] = frozenset()
+    ) -> Slot:
         """Slot i idle, its KV holding `tokens` (a finished request's prompt and reply)."""
         slot = self.slot(i)
         slot.erase(self.model)
@@ -410,10 +426,7 @@ def test_reset_empties_host_memory_and_idle_slots_but_not_busy_ones(rig: Rig):
 
 
 @pytest.fixture
-def real_model(model_path: str) -> Iterator[Callable[..., object]]:
-    from app.engine.config import EngineConfig
-    from app.engine.model import Model
-
+def real_model(model_path: str) -> Iterator[Model]:
     model = Model(EngineConfig(model_path=model_path, n_ctx=512, n_parallel=2, warmup=False))
     model.compute.claim()
     try:
@@ -422,10 +435,10 @@ def real_model(model_path: str) -> Iterator[Callable[..., object]]:
         model.close()
 
 
-def test_a_real_state_saved_to_host_memory_restores_into_another_slot(real_model):
+def test_a_real_state_saved_to_host_memory_restores_into_another_slot(real_model: Model):
     model = real_model
     scheduler = Scheduler(2, similarity=0.1)
-    reuse = PrefixReuse(model, scheduler, HostCache(BIG))
+    reuse = make_reuse(model, scheduler, HostCache(BIG))
     tokens = model.tokenize("The lighthouse keeper wrote in the log every night, " * 3)
     batch = model.new_batch()
     batch.add_run(tokens, 0, 0)

@@ -18,8 +18,13 @@ from hypothesis import given
 from hypothesis import strategies as st
 from hypothesis.extra.numpy import arrays
 
+from app.cache.host_cache import HostCache
+from app.engine.config import EngineConfig
 from app.engine.events import Event, Failed, Finished, TextDelta
+from app.engine.model import Model
+from app.engine.prefix_reuse import PrefixReuse
 from app.engine.request import GenerationRequest
+from app.engine.sampler import Sampler, SamplingParams
 from app.engine.scheduler import Scheduler
 from app.engine.slot import Slot
 from app.engine.stepper import Stepper, token_logprob
@@ -207,10 +212,25 @@ class Rig:
             assert self.model.tokens(s.id) == list(s.cache.tokens), f"slot {s.id}"
 
 
-def make_rig(capacity: int = 16, n_slots: int = 2, n_ctx_request: int = 64) -> Rig:
+def make_stepper(
+    model: FakeModel | Model,
+    scheduler: Scheduler,
+    reuse: FakeReuse | PrefixReuse,
+    n_ctx_request: int,
+    vision: FakeVision | None = None,
+) -> Stepper:
+    """The one place this file builds a Stepper (its wiring may move into its constructor)."""
+    stepper = Stepper(model, scheduler, reuse, n_ctx_request)
+    stepper.vision = vision
+    return stepper
+
+
+def make_rig(
+    capacity: int = 16, n_slots: int = 2, n_ctx_request: int = 64, vision: FakeVision | None = None
+) -> Rig:
     model, reuse = FakeModel(capacity), FakeReuse()
     scheduler = Scheduler(n_slots, similarity=0.1)
-    stepper = Stepper(model, scheduler, reuse, n_ctx_request)
+    stepper = make_stepper(model, scheduler, reuse, n_ctx_request, vision)
     return Rig(model, scheduler, reuse, stepper)
 
 
@@ -353,9 +373,8 @@ def test_an_exact_repeat_samples_from_the_kept_logits_without_a_decode(rig: Rig)
 
 
 def test_images_are_evaluated_for_prefilling_tasks_and_a_failed_one_fails_only_its_task():
-    rig = make_rig(n_slots=3)
     vision = FakeVision()
-    rig.stepper.vision = vision
+    rig = make_rig(n_slots=3, vision=vision)
     generating = rig.admit([1], slot=0)
     rig.stepper.step()
     vision.calls.clear()
@@ -403,16 +422,12 @@ def test_token_logprob_is_the_log_softmax_and_top_is_the_best_n_in_order(row, da
 
 
 @pytest.fixture
-def real(model_path: str) -> Iterator[tuple]:
-    from app.cache.host_cache import HostCache
-    from app.engine.config import EngineConfig
-    from app.engine.model import Model
-    from app.engine.prefix_reuse import PrefixReuse
-
+def real(model_path: str) -> Iterator[tuple[Model, Scheduler, Stepper]]:
     model = Model(EngineConfig(model_path=model_path, n_ctx=512, n_parallel=1))
     model.compute.claim()
     scheduler = Scheduler(1, similarity=0.1)
-    stepper = Stepper(model, scheduler, PrefixReuse(model, scheduler, HostCache(1 << 26)), 256)
+    reuse = PrefixReuse(model, scheduler, HostCache(1 << 26))
+    stepper = make_stepper(model, scheduler, reuse, 256)
     try:
         yield model, scheduler, stepper
     finally:
@@ -420,9 +435,9 @@ def real(model_path: str) -> Iterator[tuple]:
         model.close()
 
 
-def test_steps_of_the_real_model_leave_the_kv_holding_exactly_the_slots_cache(real):
-    from app.engine.sampler import Sampler, SamplingParams
-
+def test_steps_of_the_real_model_leave_the_kv_holding_exactly_the_slots_cache(
+    real: tuple[Model, Scheduler, Stepper],
+):
     model, scheduler, stepper = real
     stepper.warmup()
     assert model.seq_pos_max(0) == -1  # the warm-up leaves nothing behind
