@@ -19,6 +19,7 @@ from hypothesis import strategies as st
 from hypothesis.extra.numpy import arrays
 
 from app.cache.host_cache import HostCache
+from app.engine.background_pacer import BackgroundPacer
 from app.engine.config import EngineConfig
 from app.engine.events import Event, Failed, Finished, TextDelta
 from app.engine.model import Model
@@ -220,7 +221,8 @@ def make_stepper(
     vision: FakeVision | None = None,
 ) -> Stepper:
     """The one place this file builds a Stepper (its wiring may move into its constructor)."""
-    stepper = Stepper(model, scheduler, reuse, n_ctx_request)
+    pacer = BackgroundPacer(budget_s=0.05, capacity=16)
+    stepper = Stepper(model, scheduler, reuse, n_ctx_request, pacer)
     stepper.vision = vision
     return stepper
 
