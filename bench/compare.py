@@ -18,7 +18,9 @@ a change that helps one row and hurts another shows both:
    single-stream requests alternating between them;
    llama-cpp-python serves one request at a time, so it has no slots to churn;
 3. document QA (bench/doc_qa.py, `--no-doc-qa` skips): our collections against llama-server
-   fed the same retrieved chunks.
+   fed the same retrieved chunks;
+4. background work (bench/background.py, `--no-background` skips): ours alone, a chat request
+   while documents are ingested and prefilled against the same request on the idle server.
 A Targets table at the end lists every target of these parts, ours / llama-server.
 
 Writes DIR/compare.md (tables), DIR/compare.png (the prefix-reuse chart) and DIR/compare.json
@@ -44,7 +46,7 @@ from collections.abc import Callable
 from functools import partial
 from pathlib import Path
 
-from bench import decode_churn, doc_qa, peers, prefix
+from bench import background, decode_churn, doc_qa, peers, prefix
 from bench.peers import eog_logit_bias
 from bench.report import BENCHMARKS, README, chart, headline, markdown, write_between_markers
 from tests.server import ROOT
@@ -124,6 +126,11 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument(
         "--no-doc-qa", action="store_true", help="skip the document-QA rows (bench.doc_qa)"
     )
+    p.add_argument(
+        "--no-background",
+        action="store_true",
+        help="skip the background-work row (bench.background)",
+    )
     args = p.parse_args(argv)
 
     from app.config import packaged_model_path
@@ -167,6 +174,9 @@ def main(argv: list[str] | None = None) -> int:
     if not args.no_doc_qa and "ours" in names:
         qa = partial(doc_qa.run, model, args.quick, names)
         run_part(report, "doc_qa", "document-QA rows", qa)
+    if not args.no_background and "ours" in names:
+        bg = partial(background.run, model, args.quick)
+        run_part(report, "background", "background-work row", bg)
 
     args.out.mkdir(parents=True, exist_ok=True)
     stem = "compare-quick" if args.quick else "compare"

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from bench import decode_churn, doc_qa, peers, prefix
+from bench import background, decode_churn, doc_qa, peers, prefix
 from bench.targets import Target, table_lines
 from tests.server import ROOT
 
@@ -30,6 +30,8 @@ def targets(report: dict) -> list[Target]:
         rows += decode_churn.targets(report["decode_churn"])
     if report.get("doc_qa"):
         rows += doc_qa.targets(report["doc_qa"])
+    if report.get("background"):
+        rows += background.targets(report["background"])
     return rows
 
 
@@ -77,6 +79,8 @@ def markdown(report: dict) -> str:
         lines += ["", decode_churn.markdown(report["decode_churn"]).rstrip("\n")]
     if report.get("doc_qa"):
         lines += ["", doc_qa.markdown(report["doc_qa"]).rstrip("\n")]
+    if report.get("background"):
+        lines += ["", background.markdown(report["background"]).rstrip("\n")]
     lines += ["", *table_lines(targets(report))]
     return "\n".join(head + lines) + "\n"
 
