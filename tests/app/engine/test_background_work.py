@@ -17,7 +17,7 @@ from tests.app.engine.test_engine import prompt_of, started
 
 GREEDY = SamplingParams(temperature=0.0)
 LONG = " ".join(
-    f"Chapter {i} tells of rivers, stones and the people who crossed them." for i in range(45)
+    f"Chapter {i} tells of rivers, stones and the people who crossed them." for i in range(24)
 )
 
 
