@@ -46,7 +46,7 @@ from pathlib import Path
 from bench import decode_churn, doc_qa, peers, prefix
 from bench.peers import eog_logit_bias
 from bench.report import README, chart, markdown, update_readme
-from tests.server import ROOT
+from bench.server_process import ROOT
 
 RESULTS = ROOT / "bench" / "results"
 
