@@ -76,13 +76,18 @@ def ingest_document(
 
 class Ingestor:
     def __init__(
-        self, store: ChunkStore, library: DocLibrary, tokenize: Tokenize, model: str
+        self,
+        store: ChunkStore,
+        library: DocLibrary,
+        tokenize: Tokenize,
+        model: str,
+        on_ready: Callable[[CollectionRecord, str], None] | None = None,
     ) -> None:
         self.store, self.library, self.tokenize, self.model = store, library, tokenize, model
         self._queue: queue.Queue[str | None] = queue.Queue()
         self._thread: threading.Thread | None = None
         # Called (on the worker) with each document that became ready and its collection.
-        self.on_ready: Callable[[CollectionRecord, str], None] | None = None
+        self.on_ready = on_ready
 
     def start(self) -> None:
         """Start the worker; documents a previous process left unfinished go first."""

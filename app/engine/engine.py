@@ -8,22 +8,26 @@ engine thread hands over with `loop.call_soon_threadsafe`. `llama_decode` is a c
 releases the GIL, so the event loop keeps serving while a batch is computed.
 
 Every graph (warm-up, decode, the projector's warm-up and image encodes) runs on the engine thread
-for the life of the process: `start()` builds the vision projector and warms up there, and the
+for the life of the process: `start()` opens the vision projector and warms up there, and the
 model then refuses compute from any other thread (see app/engine/model.py).
 """
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import threading
 import time
 from collections.abc import Callable
 from concurrent.futures import Future
+from pathlib import Path
 
 from app.cache.disk_cache import DiskCache
 from app.cache.host_cache import HostCache
+from app.cache.state_file import cached_fingerprint
 from app.engine.arrivals import Arrival, Arrivals
 from app.engine.config import EngineConfig
+from app.engine.engine_info import CacheStats, ModelInfo
 from app.engine.inbox import Inbox
 from app.engine.kv_compactor import KvCompactor
 from app.engine.model import Model
@@ -33,16 +37,25 @@ from app.engine.request import GenerationRequest
 from app.engine.sampler import Sampler
 from app.engine.scheduler import Scheduler
 from app.engine.slot import Slot, SlotInfo
+from app.engine.slot_files import SlotFiles, SlotRestored, SlotSaved
 from app.engine.stepper import Stepper
 from app.engine.stream import EngineStream
 from app.engine.task import Sink, Task
+from app.engine.tokenizer import Tokenizer
 from app.engine.vision import Vision
 
 log = logging.getLogger(__name__)
 
 
 class Engine:
-    def __init__(self, config: EngineConfig, model: Model | None = None) -> None:
+    def __init__(
+        self,
+        config: EngineConfig,
+        model: Model | None = None,
+        on_cache_op: Callable[[str, str, float], None] | None = None,
+    ) -> None:
+        """`on_cache_op(op, tier, seconds)`: each cache-tier operation and KV compaction (the
+        engine thread and tier threads call it)."""
         self.config = config
         self.model = model or Model(config)
         self.scheduler = Scheduler(self.model.n_seq_max, config.slot_prompt_similarity)
@@ -53,14 +66,29 @@ class Engine:
             else None
         )
         self._wake = threading.Event()
-        self.arrivals = Arrivals(wake=self._wake.set)  # taken by the HTTP layer
+        self.arrivals = Arrivals(wake=self._wake.set)
+        # One batch for the steps and for the idle tails parking decodes between them.
+        batch = self.model.new_batch()
         self.reuse = PrefixReuse(
-            self.model, self.scheduler, host, disk, config.cache_reuse, wake=self._wake.set
+            self.model,
+            self.scheduler,
+            host,
+            disk,
+            config.cache_reuse,
+            wake=self._wake.set,
+            on_op=on_cache_op,
+            prefill_tail=lambda slot: slot.prefill_tail(self.model, batch),
         )
-        self.vision: Vision | None = None  # built on the engine thread by start()
-        self.stepper = Stepper(self.model, self.scheduler, self.reuse, self.n_ctx_request)
-        self.reuse.prefill_tail = self.stepper.prefill_tail
-        self.compactor = KvCompactor(self.model, host.pool, config.defrag_thold)
+        self.vision = (  # opened on the engine thread by start()
+            Vision(self.model, config.mmproj_path, config.n_threads, config.encoder_cache_bytes)
+            if config.mmproj_path
+            else None
+        )
+        self.stepper = Stepper(
+            self.model, self.scheduler, self.reuse, self.n_ctx_request, self.vision, batch
+        )
+        self.compactor = KvCompactor(self.model, host.pool, config.defrag_thold, on_cache_op)
+        self.slot_files = SlotFiles(self.model, self.scheduler.slots, self.reuse, self.call)
         # Events of a step, one event-loop wake-up per step. Waiting for a loop to send first
         # tokens pays on CPU only, where the next decode takes the cores the loop needs.
         on_cpu = self.model.n_gpu_layers == 0
@@ -75,7 +103,7 @@ class Engine:
     # --- lifecycle ------------------------------------------------------------------------------
 
     def start(self) -> None:
-        """Start the engine thread; returns once it has claimed the model, built the projector
+        """Start the engine thread; returns once it has claimed the model, opened the projector
         and warmed up (raises what that raised, e.g. a bad projector file)."""
         ready: Future = Future()
         self._thread = threading.Thread(
@@ -87,12 +115,8 @@ class Engine:
     def _main(self, ready: Future) -> None:
         try:
             self.model.compute.claim()
-            if self.config.mmproj_path:
-                cfg = self.config
-                self.vision = Vision(
-                    self.model, cfg.mmproj_path, cfg.n_threads, cfg.encoder_cache_bytes
-                )
-                self.stepper.vision = self.vision
+            if self.vision is not None:
+                self.vision.open()
             if self.config.warmup:
                 self.stepper.warmup()
         except BaseException as e:
@@ -193,6 +217,67 @@ class Engine:
     @property
     def n_waiting(self) -> int:
         return len(self.scheduler.waiting) + len(self.inbox)
+
+    @property
+    def n_slots(self) -> int:
+        return len(self.scheduler.slots)
+
+    @property
+    def n_arriving(self) -> int:
+        """Generation requests received and not yet submitted (app/engine/arrivals.py)."""
+        return self.arrivals.pending
+
+    def expect_arrival(self) -> Arrival:
+        """A ticket for a generation request just received; settle it if it is never submitted."""
+        return self.arrivals.expect()
+
+    # --- what the outside may know and ask (event loop; any thread where said) -------------------
+
+    @property
+    def tokenizer(self) -> Tokenizer:
+        """The model's vocabulary (any thread): tokenize, detokenize, its chat template."""
+        return self.model
+
+    @property
+    def model_fingerprint(self) -> str:
+        """The model file's identity: slot saves and stored chunk token ids are keyed by it."""
+        return cached_fingerprint(self.model.path)
+
+    def model_info(self) -> ModelInfo:
+        m = self.model
+        return ModelInfo(m.n_ctx, m.n_ctx_train, m.n_vocab, m.n_seq_max, self.n_ctx_request)
+
+    async def cache_stats(self) -> CacheStats:
+        vision = self.vision
+
+        def read() -> CacheStats:  # the counters change on the engine thread
+            return CacheStats(self.reuse.snapshot(), vision.stats() if vision else None)
+
+        return await asyncio.wrap_future(self.call(read))
+
+    async def reset_cache(self) -> None:
+        """Drop every host and disk entry and the KV of every idle slot."""
+        await asyncio.wrap_future(self.call(self.reuse.reset))
+
+    async def forget_documents(self, document_ids: set[str]) -> None:
+        """No cache tier serves these documents' chunks again (host, disk, slots)."""
+        await asyncio.wrap_future(self.call(lambda: self.reuse.forget_documents(document_ids)))
+
+    def cached_length(self, salt: str, tokens: list[int]) -> int:
+        """Leading tokens of `tokens` some cache tier holds for `salt` (slots, host, disk).
+        Engine thread only: ask inside `call`."""
+        return self.reuse.cached_length(salt, tokens)
+
+    async def save_slot(self, id_slot: int, path: Path) -> SlotSaved:
+        """A slot's KV, tokens and salt into `path` (app/engine/slot_files.py)."""
+        return await self.slot_files.save(id_slot, path)
+
+    async def restore_slot(self, id_slot: int, path: Path) -> SlotRestored:
+        return await self.slot_files.restore(id_slot, path)
+
+    async def erase_slot(self, id_slot: int) -> int:
+        """Clear a slot's KV; returns the tokens it held."""
+        return await self.slot_files.erase(id_slot)
 
     # --- the loop (engine thread only) ----------------------------------------------------------
 
