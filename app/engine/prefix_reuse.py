@@ -114,7 +114,7 @@ class PrefixReuse:
             # Saving the idle slots before a short prefill would delay its first token more
             # than their cells slow it (measured in the server: 6-8 ms to save ~450 tokens
             # into a fresh buffer, page faults): those go after that token
-            # (Engine._park_pending), the others now.
+            # (EngineLoop._park_pending), the others now.
             long = len(prompt) - max(own, donor_n, host_n) >= TAIL_BEFORE_PARK_MIN
             saves = self.stats.saves
             self.park_idle(long, slot, keep=donor, tails=long)
