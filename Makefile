@@ -96,6 +96,7 @@ test: $(STAMP) $(FRONTEND_UI)
 lint: $(STAMP)
 	$(PY) -m ruff check .
 	$(PY) -m ruff format --check .
+	$(PY) scripts/import_graph.py
 
 llama-server: $(LLAMA_SERVER)
 

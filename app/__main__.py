@@ -1,5 +1,6 @@
 """`python -m app`: start the server with llama-server-like flags (`python -m app keys ...`:
-API keys, see app/keys_cli.py).
+API keys, see app/keys_cli.py; `python -m app docs ingest ...`: documents from a shell, see
+app/docs/cli.py).
 
 Flags override KVCHAT_* environment variables, which override the defaults; every setting is
 declared once in app/config.py (reference: docs/configuration.md).
@@ -31,6 +32,10 @@ def main(argv: list[str] | None = None) -> None:
         from app.keys_cli import main as keys_main
 
         sys.exit(keys_main(argv[1:]))
+    if argv[:1] == ["docs"]:
+        from app.docs.cli import main as docs_main
+
+        sys.exit(docs_main(argv[1:]))
     settings = Settings(**parse_args(argv))
     logging.basicConfig(
         level=settings.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s"

@@ -34,7 +34,6 @@ from app.chat.turn_cache import TurnCache
 from app.config import Settings
 from app.db.key_store import KeyStore
 from app.db.store import Store
-from app.docs.doc_prefill import DocPrefill
 from app.docs.documents import Documents
 from app.engine.engine import Engine
 from app.media.media_store import MediaStore, media_root
@@ -56,45 +55,32 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         )
         store = Store(settings.database())
         store.migrate()  # Alembic upgrade head: the schema is current before anything is served
-        engine = Engine(config)
-        engine.start()
 
-        def gauges() -> EngineGauges:
+        def gauges() -> EngineGauges:  # read at scrape time, once the engine runs
             slots = engine.slots()
             busy = sum(1 for s in slots if s.state != "idle")
             return EngineGauges(
-                len(slots), busy, engine.n_waiting, engine.arrivals.pending, engine.n_yielding
+                len(slots), busy, engine.n_waiting, engine.n_arriving, engine.n_yielding
             )
 
         metrics = Metrics(gauges)
-        engine.reuse.on_op = engine.compactor.on_op = metrics.observe_cache_op
+        engine = Engine(config, on_cache_op=metrics.observe_cache_op)
+        engine.start()
+        prompter = Prompter(engine.tokenizer)
+        docs = Documents.build(settings, store, engine, prompter, tenant_salt)
+        docs.start()
         app.state.services = Services(
             settings,
             engine,
-            Prompter(engine.model),
+            prompter,
             settings.model_name(),
             metrics,
             store,
             TurnCache(),
+            media=MediaStore(media_root(settings), store),
+            documents=docs,
+            keys=KeyStore(store),
         )
-        app.state.services.media = MediaStore(media_root(settings), store)
-        docs = Documents.build(
-            settings, store, engine.model, app.state.services.prompter, engine.wait_for_quiet
-        )
-        docs.prefill = DocPrefill(
-            engine,
-            docs.store,
-            docs.prompts,
-            docs.model_key,
-            tenant_salt,
-            settings.doc_prefill_tokens,
-            docs.chunk_store.ready,
-        )
-        docs.ingestor.on_ready = docs.prefill.document_ready
-        docs.start()
-        docs.prefill.start()
-        app.state.services.documents = docs
-        app.state.services.keys = KeyStore(store)
         _say_if_open(settings, app.state.services.keys)
         try:
             yield

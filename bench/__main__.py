@@ -9,7 +9,7 @@ import sys
 import httpx
 
 from bench import core, images, sessions
-from tests.server import ROOT, ServerProcess
+from bench.server_process import ROOT, ServerProcess
 
 TINY_MMPROJ = ROOT / "build" / "tiny-mmproj.gguf"
 

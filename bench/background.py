@@ -29,8 +29,8 @@ import httpx
 from bench import peers
 from bench.client import Result, stream_chat
 from bench.core import long_document, nonce
+from bench.server_process import ROOT
 from bench.targets import Target, target
-from tests.server import ROOT
 
 RESULTS = ROOT / "bench" / "results"
 NAME = "chat TTFT while documents are ingested and prefilled"

@@ -49,7 +49,7 @@ from pathlib import Path
 from bench import background, decode_churn, doc_qa, peers, prefix
 from bench.peers import eog_logit_bias
 from bench.report import BENCHMARKS, README, chart, headline, markdown, write_between_markers
-from tests.server import ROOT
+from bench.server_process import ROOT
 
 RESULTS = ROOT / "bench" / "results"
 

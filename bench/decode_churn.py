@@ -37,8 +37,8 @@ import httpx
 
 from bench import core, decode_limit, peers
 from bench.client import stream_chat
+from bench.server_process import ROOT
 from bench.targets import Target, table_lines, target
-from tests.server import ROOT
 
 SLOTS = 2
 NAMES = ("ours", "llama-server")  # llama-cpp-python has no slots to churn

@@ -32,8 +32,8 @@ import httpx
 from bench import peers
 from bench.client import Result, stream, stream_chat
 from bench.doc_qa_workload import FULL, QUICK, Plan, corpus, questions
+from bench.server_process import ROOT
 from bench.targets import Target, target
-from tests.server import ROOT
 
 RESULTS = ROOT / "bench" / "results"
 TOP_K = 4

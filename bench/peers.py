@@ -24,7 +24,7 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from tests.server import ROOT, ManagedProcess, ServerProcess, free_port
+from bench.server_process import ROOT, ManagedProcess, ServerProcess, free_port
 
 THREADS = 2
 CTX_SIZE = 8192

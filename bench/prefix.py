@@ -17,8 +17,8 @@ from dataclasses import dataclass
 from bench import core, images, peers
 from bench.client import stream_chat
 from bench.core import Row
+from bench.server_process import ROOT
 from bench.targets import Target, target
-from tests.server import ROOT
 
 
 @dataclass(frozen=True)

@@ -14,8 +14,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from bench import background, decode_churn, doc_qa, peers, prefix
+from bench.server_process import ROOT
 from bench.targets import Target, table_lines
-from tests.server import ROOT
 
 README = ROOT / "README.md"
 BENCHMARKS = ROOT / "docs" / "benchmarks.md"

@@ -66,9 +66,10 @@ def measure(model_path: str, n_tokens: int, repeats: int) -> dict[str, float]:
 
         # Steady state: room for 3 states, so from the 4th save on each one evicts and reuses.
         host = HostCache(budget_bytes=3 * size + 1)
-        reuse = PrefixReuse(model, scheduler, host)
         ops: list[tuple[str, str, float]] = []
-        reuse.on_op = lambda op, tier, s: ops.append((op, tier, s))
+        reuse = PrefixReuse(
+            model, scheduler, host, on_op=lambda op, tier, s: ops.append((op, tier, s))
+        )
         for i in range(repeats + 3):
             slot.salt = f"tenant-{i}"  # another tenant each time: never already covered
             reuse.save(slot, keep=0)

@@ -12,7 +12,7 @@ from alembic import context
 from sqlalchemy import Connection, text
 
 from app.db.models import Base
-from app.db.store import WRITE_OPTION, make_engine, normalize_url
+from app.db.sql_engine import WRITE_OPTION, make_engine, normalize_url
 
 config = context.config
 target_metadata = Base.metadata

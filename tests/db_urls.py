@@ -21,7 +21,7 @@ import pytest
 from sqlalchemy import create_engine, text
 from sqlalchemy.pool import NullPool
 
-from app.db.store import normalize_url
+from app.db.sql_engine import normalize_url
 
 POSTGRES_ENV = "KVCHAT_TEST_POSTGRES_URL"
 BACKENDS = ("sqlite", "postgresql")

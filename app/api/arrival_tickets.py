@@ -26,7 +26,7 @@ class ArrivalTickets:
         if services is None or not generates:
             await self.app(scope, receive, send)
             return
-        ticket = services.engine.arrivals.expect()
+        ticket = services.engine.expect_arrival()
         scope.setdefault("state", {})["arrival"] = ticket
         try:
             await self.app(scope, receive, send)

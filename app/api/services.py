@@ -33,9 +33,9 @@ class Services:
     busy_sessions: set[str] = field(default_factory=set)
     # Responses whose end hooks have not run yet (app/api/responder.py); shutdown waits for them.
     inflight: set[object] = field(default_factory=set)
-    media: MediaStore | None = None  # uploaded images (POST /v1/media); set at start-up
-    documents: Documents | None = None  # collections, ingestion, retrieval; set at start-up
-    keys: KeyStore | None = None  # API keys (app/api/auth.py); set at start-up
+    media: MediaStore | None = None  # uploaded images (POST /v1/media); built at start-up
+    documents: Documents | None = None  # collections, ingestion, retrieval; built at start-up
+    keys: KeyStore | None = None  # API keys (app/api/auth.py); built at start-up
 
     async def drained(self, timeout: float) -> bool:
         """Wait until every response has recorded its end; False if time ran out."""

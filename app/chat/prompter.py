@@ -5,12 +5,12 @@ from __future__ import annotations
 from typing import Any
 
 from app.engine.chat_template import ChatTemplate
-from app.engine.model import Model
+from app.engine.tokenizer import Tokenizer
 from mm.token_sequence import TokenSequence
 
 
 class Prompter:
-    def __init__(self, model: Model) -> None:
+    def __init__(self, model: Tokenizer) -> None:
         self._model = model
         self._bos = model.token_text(model.bos) if model.bos >= 0 else ""
         eos = model.token_text(model.eos) if model.eos >= 0 else ""

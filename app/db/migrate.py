@@ -46,7 +46,7 @@ def current(url: str) -> str | None:
     """The database's revision (None for an empty database)."""
     from alembic.runtime.migration import MigrationContext
 
-    from app.db.store import make_engine
+    from app.db.sql_engine import make_engine
 
     engine = make_engine(url)
     try:

@@ -1,5 +1,5 @@
-"""`python -m rag ingest PATH... --collection NAME`: the server's ingestion pipeline, run from a
-shell with a progress bar, into the same database and index files the server uses.
+"""`python -m app docs ingest PATH... --collection NAME`: the server's ingestion pipeline, run
+from a shell with a progress bar, into the same database and index files the server uses.
 
 Documents already in the collection (same content) are skipped. A server running meanwhile sees
 new documents of a collection it has already searched after a restart (its index is in memory).
@@ -31,7 +31,7 @@ from rag.loader import load
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
-    p = argparse.ArgumentParser(prog="python -m rag", allow_abbrev=False, description=__doc__)
+    p = argparse.ArgumentParser(prog="python -m app docs", allow_abbrev=False, description=__doc__)
     sub = p.add_subparsers(dest="command", required=True)
     ingest = sub.add_parser("ingest", allow_abbrev=False, help="add documents to a collection")
     ingest.add_argument("paths", nargs="+", type=Path)

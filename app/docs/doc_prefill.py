@@ -104,7 +104,7 @@ class DocPrefill:
         if tokens is None:
             return
         salt = self.salt_of(collection.tenant_id)
-        if if_missing and self.engine.cached_length(salt, tokens).result() >= len(tokens) - 1:
+        if if_missing and self._cached(salt, tokens) >= len(tokens) - 1:
             self._set(document_id, "cached", new=True)
             return
         request = GenerationRequest(
@@ -122,6 +122,10 @@ class DocPrefill:
         except RequestError as e:  # shutting down
             log.info("prefill of %s not queued: %s", document_id, e.message)
             self._set(document_id, "failed")
+
+    def _cached(self, salt: str, tokens: list[int]) -> int:
+        engine = self.engine
+        return engine.call(lambda: engine.cached_length(salt, tokens)).result()
 
     def _ended(self, document_id: str, event: Event) -> None:  # engine thread
         if isinstance(event, Finished):

@@ -9,7 +9,7 @@ spliced between them, so they are never re-tokenized with their neighbours.
 from __future__ import annotations
 
 from app.chat.prompter import Prompter
-from app.engine.model import Model
+from app.engine.tokenizer import Tokenizer
 
 SENTINEL = "kvchatSOURCESsentinel"
 DEFAULT_SYSTEM_PROMPT = (
@@ -20,14 +20,14 @@ INSTRUCTION = "Sources:\n\n"
 QUESTION = "Question: "
 
 
-def token_counter(model: Model):  # noqa: ANN201 (a plain callable)
-    return lambda text: model.tokenize(text, add_special=False, parse_special=False)
+def token_counter(tokenizer: Tokenizer):  # noqa: ANN201 (a plain callable)
+    return lambda text: tokenizer.tokenize(text, add_special=False, parse_special=False)
 
 
 class DocPrompter:
-    def __init__(self, prompter: Prompter, model: Model) -> None:
+    def __init__(self, prompter: Prompter, tokenizer: Tokenizer) -> None:
         self.prompter = prompter
-        self.model = model
+        self.tokenizer = tokenizer
 
     def parts(self, system_prompt: str | None, question: str) -> tuple[list[int], list[int]]:
         """(head, tail) token ids of a document question's prompt."""
@@ -39,5 +39,5 @@ class DocPrompter:
         at = text.index(SENTINEL)
         head = list(self.prompter.tokenize(text[:at]).tokens)
         rest = text[at + len(SENTINEL) :]
-        tail = self.model.tokenize(rest, add_special=False, parse_special=True)
+        tail = self.tokenizer.tokenize(rest, add_special=False, parse_special=True)
         return head, tail

@@ -8,18 +8,17 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from app.cache.state_file import cached_fingerprint
 from app.chat.prompter import Prompter
 from app.config import Settings
 from app.db.chunk_store import ChunkStore
 from app.db.document_records import ChunkRecord
 from app.db.document_store import DocumentStore
 from app.db.store import Store
-from app.docs.doc_prefill import DocPrefill
+from app.docs.doc_prefill import DocPrefill, SaltOf
 from app.docs.doc_prompt import DocPrompter, token_counter
-from app.docs.ingestor import Ingestor, WaitForQuiet
+from app.docs.ingestor import Ingestor
 from app.docs.library import DocLibrary
-from app.engine.model import Model
+from app.engine.engine import Engine
 from rag.layout import chunk_text
 
 
@@ -32,38 +31,36 @@ class Documents:
     prompts: DocPrompter
     model_key: str  # the chat model's fingerprint: token ids are stored under it
     max_bytes: int
-    prefill: DocPrefill | None = None  # set once the engine runs (app/server.py)
+    prefill: DocPrefill | None = None  # ready documents into the prefix cache
 
     @classmethod
     def build(
-        cls,
-        settings: Settings,
-        store: Store,
-        model: Model,
-        prompter: Prompter,
-        wait_for_quiet: WaitForQuiet = lambda: None,
+        cls, settings: Settings, store: Store, engine: Engine, prompter: Prompter, salt_of: SaltOf
     ) -> Documents:
-        chunk_store = ChunkStore(store)
+        """`salt_of`: a tenant's cache salt (a document's prefill is cached under it)."""
+        docs, chunk_store = DocumentStore(store), ChunkStore(store)
         library = DocLibrary(
             chunk_store, settings.index_dir(), settings.embedding_model, settings.embedding_threads
         )
-        key = cached_fingerprint(model.path)
-        ingestor = Ingestor(chunk_store, library, token_counter(model), key, wait_for_quiet)
-        return cls(
-            DocumentStore(store),
-            chunk_store,
-            library,
-            ingestor,
-            DocPrompter(prompter, model),
-            key,
-            settings.doc_max_bytes,
+        key = engine.model_fingerprint
+        prompts = DocPrompter(prompter, engine.tokenizer)
+        prefill = DocPrefill(
+            engine, docs, prompts, key, salt_of, settings.doc_prefill_tokens, chunk_store.ready
         )
+        tokenize = token_counter(engine.tokenizer)
+        ingestor = Ingestor(
+            chunk_store, library, tokenize, key, prefill.document_ready, engine.wait_for_quiet
+        )
+        max_bytes = settings.doc_max_bytes
+        return cls(docs, chunk_store, library, ingestor, prompts, key, max_bytes, prefill)
 
     def start(self) -> None:
         # Index files are checked against the database at start-up, before any search; a
         # collection's vectors load without the embedding model.
         self.library.load_all()
         self.ingestor.start()
+        if self.prefill is not None:
+            self.prefill.start()  # documents no cache tier holds after a restart
 
     def stop(self) -> None:
         self.ingestor.stop()

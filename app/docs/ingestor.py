@@ -88,6 +88,7 @@ class Ingestor:
         library: DocLibrary,
         tokenize: Tokenize,
         model: str,
+        on_ready: Callable[[CollectionRecord, str], None] | None = None,
         wait_for_quiet: WaitForQuiet = lambda: None,
     ) -> None:
         self.store, self.library, self.tokenize, self.model = store, library, tokenize, model
@@ -95,7 +96,7 @@ class Ingestor:
         self._queue: queue.Queue[str | None] = queue.Queue()
         self._thread: threading.Thread | None = None
         # Called (on the worker) with each document that became ready and its collection.
-        self.on_ready: Callable[[CollectionRecord, str], None] | None = None
+        self.on_ready = on_ready
 
     def start(self) -> None:
         """Start the worker; documents a previous process left unfinished go first."""

@@ -73,8 +73,8 @@ async def lay_out(
         for c in found.chunks
     ]
 
-    def covered(tokens: list[int]) -> int:
-        return engine.reuse.cached_length(salt, tokens)
+    def covered(tokens: list[int]) -> int:  # on the engine thread
+        return engine.cached_length(salt, tokens)
 
     layout = await asyncio.wrap_future(engine.call(lambda: build(head, pieces, tail, covered)))
     by_id = {c.id: c for c in found.chunks}

@@ -10,7 +10,7 @@ lone request finishes a step before the others (figures: docs/kv-reuse.md, Measu
 So the HTTP layer takes a ticket when a generation request arrives (`expect`); `Engine.submit`
 settles it as it queues the request's task, and the HTTP layer settles it when the request ends
 otherwise (`Arrival.settle`, idempotent). An idle engine about to prefill waits, for at most its
-burst wait, while tickets are pending and slots are free (`Engine._gather`). A lone request
+burst wait, while tickets are pending and slots are free (`EngineLoop._gather`). A lone request
 pends nothing and never waits.
 
 Thread-safe: tickets are taken and settled on the event loop, read on the engine thread.

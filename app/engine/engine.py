@@ -1,49 +1,65 @@
 """`Engine`: one thread that owns the llama context and runs the scheduler loop.
 
-The loop takes in submitted tasks, admits waiting ones to slots (prefix reuse, parking idle KV)
-and runs one `Stepper` step (app/engine/stepper.py: plan, llama_decode, sample) at a time.
+The loop (app/engine/engine_loop.py) takes in submitted tasks, admits waiting ones to slots
+(prefix reuse, parking idle KV) and runs one `Stepper` step (app/engine/stepper.py: plan,
+llama_decode, sample) at a time. The outside enters through `Engine`'s methods only: it builds
+the parts and hands out results, never the parts themselves.
 
 The HTTP event loop never calls llama.cpp: it submits a Task and awaits its events, which the
 engine thread hands over with `loop.call_soon_threadsafe`. `llama_decode` is a ctypes call, which
 releases the GIL, so the event loop keeps serving while a batch is computed.
 
 Every graph (warm-up, decode, the projector's warm-up and image encodes) runs on the engine thread
-for the life of the process: `start()` builds the vision projector and warms up there, and the
+for the life of the process: `start()` opens the vision projector and warms up there, and the
 model then refuses compute from any other thread (see app/engine/model.py).
 """
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import threading
 import time
 from collections.abc import Callable
 from concurrent.futures import Future
+from pathlib import Path
 
 from app.cache.disk_cache import DiskCache
 from app.cache.host_cache import HostCache
+from app.cache.state_file import cached_fingerprint
 from app.engine.arrivals import Arrival, Arrivals
 from app.engine.background_pacer import BackgroundPacer
 from app.engine.config import EngineConfig
+from app.engine.engine_info import CacheStats, ModelInfo
+from app.engine.engine_loop import EngineLoop
 from app.engine.inbox import Inbox
 from app.engine.kv_compactor import KvCompactor
 from app.engine.model import Model
 from app.engine.outbox import FIRST_EVENT_WAIT_S, Outbox
 from app.engine.prefix_reuse import PrefixReuse
+from app.engine.quiet_gate import QuietGate
 from app.engine.request import GenerationRequest
-from app.engine.sampler import Sampler
 from app.engine.scheduler import Scheduler
-from app.engine.slot import Slot, SlotInfo
+from app.engine.slot import SlotInfo
+from app.engine.slot_files import SlotFiles, SlotRestored, SlotSaved
 from app.engine.stepper import Stepper
 from app.engine.stream import EngineStream
 from app.engine.task import Sink, Task
+from app.engine.tokenizer import Tokenizer
 from app.engine.vision import Vision
 
 log = logging.getLogger(__name__)
 
 
 class Engine:
-    def __init__(self, config: EngineConfig, model: Model | None = None) -> None:
+    def __init__(
+        self,
+        config: EngineConfig,
+        model: Model | None = None,
+        on_cache_op: Callable[[str, str, float], None] | None = None,
+    ) -> None:
+        """`on_cache_op(op, tier, seconds)`: each cache-tier operation and KV compaction (the
+        engine thread and tier threads call it)."""
         self.config = config
         self.model = model or Model(config)
         self.scheduler = Scheduler(self.model.n_seq_max, config.slot_prompt_similarity)
@@ -54,35 +70,56 @@ class Engine:
             else None
         )
         self._wake = threading.Event()
-        self.arrivals = Arrivals(wake=self._wake.set)  # taken by the HTTP layer
+        self.arrivals = Arrivals(wake=self._wake.set)
+        # One batch for the steps and for the idle tails parking decodes between them.
+        batch = self.model.new_batch()
         self.reuse = PrefixReuse(
-            self.model, self.scheduler, host, disk, config.cache_reuse, wake=self._wake.set
+            self.model,
+            self.scheduler,
+            host,
+            disk,
+            config.cache_reuse,
+            wake=self._wake.set,
+            on_op=on_cache_op,
+            prefill_tail=lambda slot: slot.prefill_tail(self.model, batch),
         )
-        self.vision: Vision | None = None  # built on the engine thread by start()
+        self.vision = (  # opened on the engine thread by start()
+            Vision(self.model, config.mmproj_path, config.n_threads, config.encoder_cache_bytes)
+            if config.mmproj_path
+            else None
+        )
         pacer = BackgroundPacer(config.background_batch_ms / 1000.0, config.n_batch)
-        self.stepper = Stepper(self.model, self.scheduler, self.reuse, self.n_ctx_request, pacer)
-        self.reuse.prefill_tail = self.stepper.prefill_tail
-        self.compactor = KvCompactor(self.model, host.pool, config.defrag_thold)
+        self.stepper = Stepper(
+            self.model, self.scheduler, self.reuse, self.n_ctx_request, pacer, self.vision, batch
+        )
+        self.compactor = KvCompactor(self.model, host.pool, config.defrag_thold, on_cache_op)
         # Events of a step, one event-loop wake-up per step. Waiting for a loop to send first
         # tokens pays on CPU only, where the next decode takes the cores the loop needs.
         on_cpu = self.model.n_gpu_layers == 0
         self.outbox = Outbox(FIRST_EVENT_WAIT_S if on_cpu else 0.0)
         # Tasks and calls from other threads; closed = the engine is stopping.
         self.inbox = Inbox(self._wake.set)
-        self.dead = False  # the engine thread died: nothing will be served any more
-        self._last_busy = 0.0  # time.monotonic() when the last step with requests ended
-        self._park_pending = False  # idle slots with KV to move to host memory after a step
-        # Set while no client request is received, queued or running (background work may go).
-        self._quiet = threading.Event()
-        self._quiet.set()
-        self._yielding = 0  # threads in wait_for_quiet, under _yielding_lock
-        self._yielding_lock = threading.Lock()
+        self.quiet = QuietGate(self.arrivals)  # background work waits on it for clients
+        self.slot_files = SlotFiles(self.model, self.scheduler.slots, self.reuse, self.call)
+        self._loop = EngineLoop(
+            config,
+            self.model,
+            self.scheduler,
+            self.reuse,
+            self.stepper,
+            self.compactor,
+            self.inbox,
+            self.outbox,
+            self.arrivals,
+            self._wake,
+            self.quiet,
+        )
         self._thread: threading.Thread | None = None
 
     # --- lifecycle ------------------------------------------------------------------------------
 
     def start(self) -> None:
-        """Start the engine thread; returns once it has claimed the model, built the projector
+        """Start the engine thread; returns once it has claimed the model, opened the projector
         and warmed up (raises what that raised, e.g. a bad projector file)."""
         ready: Future = Future()
         self._thread = threading.Thread(
@@ -94,12 +131,8 @@ class Engine:
     def _main(self, ready: Future) -> None:
         try:
             self.model.compute.claim()
-            if self.config.mmproj_path:
-                cfg = self.config
-                self.vision = Vision(
-                    self.model, cfg.mmproj_path, cfg.n_threads, cfg.encoder_cache_bytes
-                )
-                self.stepper.vision = self.vision
+            if self.vision is not None:
+                self.vision.open()
             if self.config.warmup:
                 self.stepper.warmup()
         except BaseException as e:
@@ -107,7 +140,12 @@ class Engine:
             ready.set_exception(e)
             return
         ready.set_result(None)
-        self._run()
+        self._loop.run()
+
+    @property
+    def dead(self) -> bool:
+        """The engine thread died: nothing will be served any more."""
+        return self._loop.dead
 
     def stop(self, free: bool = True) -> None:
         """Stop the engine thread (queued and running requests fail with 503) and, unless
@@ -174,38 +212,9 @@ class Engine:
             task.deadline = time.monotonic() + self.config.request_timeout
         check = None if request.background else self._check_queue_room
         if not request.background:
-            self._quiet.clear()
+            self.quiet.clear()
         self.inbox.put_task(task, check, arrival)
         return task
-
-    def wait_for_quiet(self, timeout: float | None = None) -> bool:
-        """Block (any thread but the engine's) until no client request is being received,
-        queued or run, so that background work (embedding documents) takes no cores from
-        one; False if `timeout` seconds passed first."""
-        deadline = None if timeout is None else time.monotonic() + timeout
-        quiet = lambda: self._quiet.is_set() and not self.arrivals.pending  # noqa: E731
-        if quiet():
-            return True
-        with self._yielding_lock:
-            self._yielding += 1
-        try:
-            while not quiet():
-                left = 0.05 if deadline is None else min(0.05, deadline - time.monotonic())
-                if left <= 0:
-                    return False
-                if self._quiet.is_set():
-                    time.sleep(left)  # a request is being received: it will submit or settle
-                else:
-                    self._quiet.wait(left)
-            return True
-        finally:
-            with self._yielding_lock:
-                self._yielding -= 1
-
-    @property
-    def n_yielding(self) -> int:
-        """Background workers waiting in `wait_for_quiet` now."""
-        return self._yielding
 
     def check_room(self) -> None:
         """Raise the 503 that `submit` would raise now (a caller about to store something)."""
@@ -218,17 +227,16 @@ class Engine:
         task.cancelled = True
         self._wake.set()
 
+    def call(self, fn: Callable[[], object]) -> Future:
+        """Run fn on the engine thread between steps (for state only it may touch)."""
+        return self.inbox.put_call(fn)
+
     def open(
         self, request: GenerationRequest, streaming: bool = True, arrival: Arrival | None = None
     ) -> EngineStream:
         """Submit from the event loop; iterate the result for events. Raises RequestError.
         Not `streaming`: the text comes all at once with the end."""
         return EngineStream(self, request, streaming, arrival)
-
-    def cached_length(self, salt: str, tokens: list[int]) -> Future:
-        """Future of how many leading `tokens` some cache tier holds under `salt` (slots,
-        host memory, disk), answered on the engine thread between steps."""
-        return self.call(lambda: self.reuse.cached_length(salt, tokens))
 
     def slots(self) -> list[SlotInfo]:
         return [slot.info() for slot in self.scheduler.slots]
@@ -237,142 +245,74 @@ class Engine:
     def n_waiting(self) -> int:
         return len(self.scheduler.waiting) + len(self.inbox)
 
-    # --- the loop (engine thread only) ----------------------------------------------------------
+    @property
+    def n_slots(self) -> int:
+        return len(self.scheduler.slots)
 
-    def _run(self) -> None:
-        try:
-            while not self.inbox.closed:
-                try:
-                    was_idle = not self.scheduler.active
-                    self._intake()
-                    # What admission sent (an exact repeat's first token, failures) goes out
-                    # now, not after the next decode.
-                    self.outbox.flush()
-                    if was_idle:
-                        self._gather()
-                    clients = self._clients_present()
-                    if clients:
-                        self._quiet.clear()
-                    else:
-                        self._quiet.set()
-                    if self.scheduler.has_work:
-                        if not self.stepper.step(background=not clients):
-                            # Only background work, held back while a request is received,
-                            # or a prefix still being read from disk: wait for either.
-                            self._wake.wait(timeout=0.05)
-                            self._wake.clear()
-                            continue
-                        self.outbox.flush()
-                        if self._park_pending:
-                            self._park_pending = False
-                            self.reuse.park_idle(save=True)
-                        self.compactor.after_step(self.scheduler.slots)
-                        if clients:
-                            self._last_busy = time.monotonic()
-                        continue
-                    # Idle prefill waits until the whole engine has been idle for the delay, so
-                    # it does not hold up a request arriving right after another one ended.
-                    due = self.scheduler.next_tail_due()
-                    if due is not None:
-                        due = max(due, self._last_busy + self.config.idle_prefill_delay)
-                    now = time.monotonic()
-                    if due is not None and due <= now and not clients:
-                        self.stepper.step(background=True)
-                        continue
-                    self._wake.wait(timeout=1.0 if due is None else due - now)
-                    self._wake.clear()
-                except Exception:  # a bug in one step must not kill the server
-                    log.exception("engine step failed; failing the active requests")
-                    self.stepper.fail_active()
-                    self.outbox.flush()
-        except BaseException:
-            log.exception("engine thread died")
-            self.dead = True
-            raise
-        finally:
-            self.inbox.close()
-            pending, calls = self.inbox.take()
-            for _, future in calls:
-                future.set_exception(RuntimeError("the engine stopped"))
-            for task in list(self.scheduler.active) + list(self.scheduler.waiting) + pending:
-                task.fail("the server is shutting down", status=503, code="unavailable")
-            self.outbox.flush()
+    @property
+    def n_arriving(self) -> int:
+        """Generation requests received and not yet submitted (app/engine/arrivals.py)."""
+        return self.arrivals.pending
 
-    def call(self, fn: Callable[[], object]) -> Future:
-        """Run fn on the engine thread between steps (for state only it may touch)."""
-        return self.inbox.put_call(fn)
+    def expect_arrival(self) -> Arrival:
+        """A ticket for a generation request just received; settle it if it is never submitted."""
+        return self.arrivals.expect()
 
-    def _intake(self) -> None:
-        new, calls = self.inbox.take()
-        for fn, future in calls:
-            try:
-                future.set_result(fn())
-            except Exception as e:  # the caller gets it
-                future.set_exception(e)
-        for task in new:
-            self.scheduler.enqueue(task)
-            self.reuse.prefetch(task)
-        for task in self.scheduler.past_deadline(time.monotonic()):
-            limit = self.config.request_timeout
-            task.fail(f"the request exceeded the time limit of {limit:g} s", 504, "timeout")
-        for task in self.scheduler.take_cancelled():
-            task.finish("cancelled")  # no-op if it already finished
-        while (admission := self.scheduler.next_admission()) is not None:
-            self._admit(*admission)
+    # --- what the outside may know and ask (event loop; any thread where said) -------------------
 
-    def _clients_present(self) -> bool:
-        """A client request is being received, waits in the inbox or the queue, or runs:
-        background work must not start a batch now."""
-        return bool(self.scheduler.busy_with_clients or self.arrivals.pending or self.inbox)
+    @property
+    def tokenizer(self) -> Tokenizer:
+        """The model's vocabulary (any thread): tokenize, detokenize, its chat template."""
+        return self.model
 
-    def _gather(self) -> None:
-        """An idle engine about to prefill first admits what was submitted meanwhile and waits
-        (at most --burst-wait) while requests the HTTP layer has received are not yet
-        submitted, as long as slots are free, so that a burst's prompts go into one batch
-        (app/engine/arrivals.py). Nothing decodes meanwhile: no stream waits."""
-        deadline = time.monotonic() + self.config.burst_wait
-        sched = self.scheduler
-        while (
-            (self.inbox or self.arrivals.pending)
-            and any(t.prefilling for t in sched.active)
-            and any(s.idle for s in sched.slots)
-        ):
-            if not self.inbox:
-                left = deadline - time.monotonic()
-                if left <= 0:
-                    return
-                self._wake.wait(left)
-                self._wake.clear()
-            self._intake()
-            self.outbox.flush()
+    @property
+    def model_fingerprint(self) -> str:
+        """The model file's identity: slot saves and stored chunk token ids are keyed by it."""
+        return cached_fingerprint(self.model.path)
 
-    def _admit(self, task: Task, slot: Slot) -> None:
-        prompt = task.request.prompt
-        try:
-            sampler = Sampler(
-                task.request.sampling, self.model.n_vocab, self.model.n_ctx, self.model.vocab
-            )
-        except ValueError as e:  # a grammar llama.cpp could not parse: nothing changed yet
-            task.fail(str(e), status=400, code="invalid_request_error")
-            return
-        park = self.config.park_idle_slots
-        n_cached, source = self.reuse.prepare(task, slot, park)
-        # What admission left (an idle donor, slots not saved before a short prefill) goes in
-        # the pass after this step, once the first token is out.
-        self._park_pending |= park
-        sampler.accept_prompt(prompt.text_tokens(0, len(prompt)) if not prompt.has_media else [])
-        slot.documents |= task.request.documents  # the KV now holds (or will hold) its chunks
-        task.start(slot.id, n_cached, sampler, source)
-        self.scheduler.bind(task, slot)
-        task.on_close = lambda: self._closed(task, slot)
-        if not task.prefilling:  # an exact repeat of the slot's last prompt
-            self.stepper.sample_repeat(task, slot)
+    def model_info(self) -> ModelInfo:
+        m = self.model
+        return ModelInfo(m.n_ctx, m.n_ctx_train, m.n_vocab, m.n_seq_max, self.n_ctx_request)
 
-    def _closed(self, task: Task, slot: Slot) -> None:
-        """The task ended (its terminal event goes out right after this): queue the idle
-        prefill of its conversation's next-turn boundary, then free the slot."""
-        tail = task.next_turn_tail(self.model.is_eog)
-        delay = self.config.idle_prefill_delay
-        if tail and delay >= 0 and slot.cache.n_pos + len(tail) < self.model.n_ctx:
-            slot.tail, slot.tail_due = tail, time.monotonic() + delay
-        self.scheduler.release(task)
+    async def cache_stats(self) -> CacheStats:
+        vision = self.vision
+
+        def read() -> CacheStats:  # the counters change on the engine thread
+            return CacheStats(self.reuse.snapshot(), vision.stats() if vision else None)
+
+        return await asyncio.wrap_future(self.call(read))
+
+    async def reset_cache(self) -> None:
+        """Drop every host and disk entry and the KV of every idle slot."""
+        await asyncio.wrap_future(self.call(self.reuse.reset))
+
+    async def forget_documents(self, document_ids: set[str]) -> None:
+        """No cache tier serves these documents' chunks again (host, disk, slots)."""
+        await asyncio.wrap_future(self.call(lambda: self.reuse.forget_documents(document_ids)))
+
+    def wait_for_quiet(self, timeout: float | None = None) -> bool:
+        """Block (any thread but the engine's) until no client request is being received,
+        queued or run, so that background work (embedding documents) takes no cores from
+        one; False if `timeout` seconds passed first."""
+        return self.quiet.wait(timeout)
+
+    @property
+    def n_yielding(self) -> int:
+        """Background workers waiting in `wait_for_quiet` now."""
+        return self.quiet.n_waiting
+
+    def cached_length(self, salt: str, tokens: list[int]) -> int:
+        """Leading tokens of `tokens` some cache tier holds for `salt` (slots, host, disk).
+        Engine thread only: ask inside `call`."""
+        return self.reuse.cached_length(salt, tokens)
+
+    async def save_slot(self, id_slot: int, path: Path) -> SlotSaved:
+        """A slot's KV, tokens and salt into `path` (app/engine/slot_files.py)."""
+        return await self.slot_files.save(id_slot, path)
+
+    async def restore_slot(self, id_slot: int, path: Path) -> SlotRestored:
+        return await self.slot_files.restore(id_slot, path)
+
+    async def erase_slot(self, id_slot: int) -> int:
+        """Clear a slot's KV; returns the tokens it held."""
+        return await self.slot_files.erase(id_slot)

@@ -45,7 +45,13 @@ ALL_SEQUENCES = -1  # llama_state_seq_* with seq -1: the whole memory, shared ce
 
 
 class KvCompactor:
-    def __init__(self, model: Model, pool: StatePool, threshold: float = 0.1) -> None:
+    def __init__(
+        self,
+        model: Model,
+        pool: StatePool,
+        threshold: float = 0.1,
+        on_op: Callable[[str, str, float], None] | None = None,
+    ) -> None:
         self.model = model
         self.pool = pool  # the host tier's buffers: no fresh pages once it is warm
         self.threshold = threshold
@@ -53,7 +59,7 @@ class KvCompactor:
         self.peak = 0  # most tokens the slots held since the last compaction (a bound)
         self.compactions = 0
         # (op, tier, seconds) of each compaction: the /metrics histogram of KV moves.
-        self.on_op: Callable[[str, str, float], None] | None = None
+        self.on_op = on_op
 
     def after_step(self, slots: list[Slot]) -> None:
         """Compact if due. Raises what `compact` raised, with the idle slots erased (the KV may

@@ -18,25 +18,32 @@ from __future__ import annotations
 
 import asyncio
 import threading
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 from app.engine.events import Event
-
-if TYPE_CHECKING:
-    from app.engine.stream import EngineStream
 
 # The longest the engine waits for a loop to send a first token (a loop that is busy elsewhere
 # must not stall every stream).
 FIRST_EVENT_WAIT_S = 0.005
 
 
+class Receiver(Protocol):
+    """A request's event-loop side (app/engine/stream.py's `EngineStream`)."""
+
+    loop: asyncio.AbstractEventLoop
+
+    def receive(self, event: Event) -> None: ...  # on its loop
+
+    def abandon(self) -> None: ...  # engine thread: its loop is closed
+
+
 class Outbox:
     def __init__(self, first_wait_s: float = FIRST_EVENT_WAIT_S) -> None:
-        self._pending: dict[asyncio.AbstractEventLoop, list[tuple[EngineStream, Event]]] = {}
+        self._pending: dict[asyncio.AbstractEventLoop, list[tuple[Receiver, Event]]] = {}
         self._first = False  # a pending event is some request's first
         self.first_wait_s = first_wait_s  # 0: never wait
 
-    def post(self, stream: EngineStream, event: Event, first: bool = False) -> None:
+    def post(self, stream: Receiver, event: Event, first: bool = False) -> None:
         self._pending.setdefault(stream.loop, []).append((stream, event))
         self._first |= first
 
@@ -62,7 +69,7 @@ class Outbox:
 
 def _hand_over(
     loop: asyncio.AbstractEventLoop,
-    items: list[tuple[EngineStream, Event]],
+    items: list[tuple[Receiver, Event]],
     done: threading.Event | None,
 ) -> None:
     for stream, event in items:

@@ -65,12 +65,15 @@ class PrefixReuse:
         disk: DiskCache | None = None,
         shift_min_chunk: int = 0,
         wake: Callable[[], None] = lambda: None,
+        on_op: Callable[[str, str, float], None] | None = None,
+        prefill_tail: Callable[[Slot], None] | None = None,
     ) -> None:
         self.model = model
         self.wake = wake  # wakes the engine loop (a prefetch finished)
-        self.on_op: Callable[[str, str, float], None] | None = None
-        # Decodes an idle slot's pending tail into its KV (set by the engine: Stepper's).
-        self.prefill_tail: Callable[[Slot], None] | None = None
+        self.on_op = on_op  # (op, tier, seconds) of each tier operation
+        # Decodes an idle slot's pending tail into its KV (the engine's: `Slot.prefill_tail`
+        # with the step batch); None: tails are dropped when their slot is parked.
+        self.prefill_tail = prefill_tail
         self.shift_min_chunk = shift_min_chunk  # --cache-reuse; 0 = no KV shifting
         self.scheduler = scheduler
         self.host = host
@@ -112,7 +115,7 @@ class PrefixReuse:
             # Saving the idle slots before a short prefill would delay its first token more
             # than their cells slow it (a save into a fresh buffer pays page faults;
             # docs/kv-reuse.md, Measurements): those go after that token
-            # (Engine._park_pending), the others now.
+            # (EngineLoop._park_pending), the others now.
             long = len(prompt) - max(own, donor_n, host_n) >= TAIL_BEFORE_PARK_MIN
             saves = self.stats.saves
             self.park_idle(long, slot, keep=donor, tails=long)

@@ -22,6 +22,7 @@ import numpy as np
 from mm.token_sequence import TokenSequence
 
 if TYPE_CHECKING:
+    from app.engine.batch import Batch
     from app.engine.model import Model
     from app.engine.task import Task
 
@@ -154,6 +155,19 @@ class Slot:
         self.cache.keep_first(n)
         self.salt = donor.salt
         self.documents = donor.documents
+
+    def prefill_tail(self, model: Model, batch: Batch) -> None:
+        """Decode the pending tail into the KV now (between steps, engine thread), so that the
+        slot is saved with it; the tail is dropped if the KV has no room."""
+        tail, self.tail = self.tail, None
+        if not tail:
+            return
+        batch.clear()
+        batch.add_run(tail, self.cache.n_pos, self.id)
+        if model.decode(batch) == 0:
+            self.cache.extend(tail)
+        else:  # no room: whatever of it went in is cut away again
+            self.cut_to(len(self.cache), model)
 
     def erase(self, model: Model) -> None:
         self.tail = None

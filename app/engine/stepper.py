@@ -16,6 +16,7 @@ import time
 import numpy as np
 
 from app.engine.background_pacer import BackgroundPacer
+from app.engine.batch import Batch
 from app.engine.events import TokenLogprob
 from app.engine.kv_room import make_room
 from app.engine.model import Model
@@ -36,12 +37,16 @@ class Stepper:
         reuse: PrefixReuse,
         n_ctx_request: int,
         pacer: BackgroundPacer,
+        vision: Vision | None = None,
+        batch: Batch | None = None,
     ) -> None:
         self.model, self.scheduler, self.reuse = model, scheduler, reuse
         self.pacer = pacer  # sizes the batches of background work
-        self.vision: Vision | None = None  # set by the engine once built on its thread
+        self.vision = vision  # image input (--mmproj); opened on the engine thread
         self.n_ctx_request = n_ctx_request  # KV cells one request may use (<= n_ctx)
-        self._batch = model.new_batch()
+        # Its own unless given; the engine shares its batch with the idle tail prefill, which
+        # runs between steps (`Slot.prefill_tail`). Closed by `close`.
+        self._batch = batch if batch is not None else model.new_batch()
 
     def close(self) -> None:
         self._batch.close()
@@ -53,19 +58,6 @@ class Stepper:
         self.model.decode(batch)
         batch.close()
         self.model.clear()
-
-    def prefill_tail(self, slot: Slot) -> None:
-        """Decode an idle slot's pending tail into its KV now (between steps), so that the
-        slot is saved with it; the tail is dropped if the KV has no room."""
-        tail, slot.tail = slot.tail, None
-        if not tail:
-            return
-        self._batch.clear()
-        self._batch.add_run(tail, slot.cache.n_pos, slot.id)
-        if self.model.decode(self._batch) == 0:
-            slot.cache.extend(tail)
-        else:  # no room: whatever of it went in is cut away again
-            slot.cut_to(len(slot.cache), self.model)
 
     def fail_active(self) -> None:
         """A step raised: fail the running requests and erase their slots' KV, which may be

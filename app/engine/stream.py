@@ -10,14 +10,25 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import AsyncIterator
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 from app.engine.arrivals import Arrival
 from app.engine.events import Event, Failed, Finished, TextDelta
+from app.engine.outbox import Outbox
 from app.engine.request import GenerationRequest
+from app.engine.task import Sink, Task
 
-if TYPE_CHECKING:
-    from app.engine.engine import Engine
+
+class Submitter(Protocol):
+    """What a stream needs of the engine (app/engine/engine.py's `Engine`)."""
+
+    outbox: Outbox
+
+    def submit(
+        self, request: GenerationRequest, sink: Sink, arrival: Arrival | None = None
+    ) -> Task: ...
+
+    def cancel(self, task: Task) -> None: ...
 
 
 class EngineStream:
@@ -25,7 +36,7 @@ class EngineStream:
 
     def __init__(
         self,
-        engine: Engine,
+        engine: Submitter,
         request: GenerationRequest,
         streaming: bool = True,
         arrival: Arrival | None = None,

@@ -3,9 +3,9 @@
 Tokenizing a prompt with images gives text tokens and image chunks; the engine evaluates an
 image chunk into a slot's sequence at its position, taking the encoder's output from the
 `EncoderCache` when that image was encoded recently (an image whose KV is gone then skips the
-vision encoder). Built on the engine thread (the projector's warm-up encode runs there) and
-`eval` only there; `tokenize` only reads the vocabulary and the pixels, so the HTTP side may
-call it.
+vision encoder). Built with the engine, opened on the engine thread (the projector's warm-up
+encode runs there) and `eval` only there; `tokenize` only reads the vocabulary and the pixels,
+so the HTTP side may call it.
 """
 
 from __future__ import annotations
@@ -25,15 +25,37 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
+NOT_OPEN = "the projector is not open yet (Engine.start opens it)"
+
 
 class Vision:
     def __init__(self, model: Model, mmproj_path: str, n_threads: int, cache_bytes: int) -> None:
         self._model = model
-        check_mmproj(mmproj_path)  # a badly typed file would abort inside llama.cpp
-        self._mtmd = MtmdContext(mmproj_path, model._model, n_threads)  # noqa: SLF001
+        self._path, self._n_threads = mmproj_path, n_threads
+        self._opened: MtmdContext | None = None  # by `open`, on the engine thread
+        self._marker: str | None = None  # the context's, read once
         self.cache = EncoderCache(cache_bytes)
-        self.marker = self._mtmd.marker
         self.encoded = 0  # encoder runs (the rest of the images came from the cache)
+
+    def open(self) -> None:
+        """Load the projector; its warm-up encode runs here, so call it on the engine thread
+        (the engine's `start` does, before any request)."""
+        check_mmproj(self._path)  # a badly typed file would abort inside llama.cpp
+        self._opened = MtmdContext(self._path, self._model._model, self._n_threads)  # noqa: SLF001
+        self._marker = self._opened.marker
+
+    @property
+    def _mtmd(self) -> MtmdContext:
+        if self._opened is None:
+            raise RuntimeError(NOT_OPEN)
+        return self._opened
+
+    @property
+    def marker(self) -> str:
+        """The text that stands for an image in a prompt."""
+        if self._marker is None:
+            raise RuntimeError(NOT_OPEN)
+        return self._marker
 
     def tokenize(
         self, text: str, images: list[ImageInput], add_special: bool
@@ -92,4 +114,5 @@ class Vision:
         return stats
 
     def close(self) -> None:
-        self._mtmd.close()
+        if self._opened is not None:
+            self._opened.close()

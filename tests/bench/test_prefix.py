@@ -9,7 +9,7 @@ import pytest
 
 from bench import core, prefix
 from bench.client import Result
-from tests.server import ROOT
+from bench.server_process import ROOT
 
 
 class FakePeer:

@@ -10,8 +10,8 @@ import httpx
 import pytest
 from playwright.sync_api import Page, Route, expect
 
+from bench.server_process import ServerProcess
 from tests.frontend.ui import TIMEOUT_MS, ChatPage
-from tests.server import ServerProcess
 
 POSITIVE = re.compile(r"^[1-9][0-9]*$")
 

@@ -12,8 +12,8 @@ import httpx
 import pytest
 from playwright.sync_api import Page, expect
 
+from bench.server_process import ServerProcess
 from tests.frontend.ui import TIMEOUT_MS, ChatPage
-from tests.server import ServerProcess
 
 pytestmark = pytest.mark.needs_documents_api
 

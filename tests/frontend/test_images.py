@@ -16,8 +16,8 @@ import pytest
 from PIL import Image
 from playwright.sync_api import Page, expect
 
+from bench.server_process import ROOT, ServerProcess
 from tests.frontend.ui import ChatPage
-from tests.server import ROOT, ServerProcess
 
 N_IMAGE = 64  # tokens per 64x64 image with the tiny projector
 

@@ -52,8 +52,7 @@ async def load_collection(
 async def forget_documents(services: Services, document_ids: set[str]) -> None:
     """No cache tier serves these documents' chunks again (host, disk, slots)."""
     if document_ids:
-        engine = services.engine
-        await asyncio.wrap_future(engine.call(lambda: engine.reuse.forget_documents(document_ids)))
+        await services.engine.forget_documents(document_ids)
 
 
 @router.post("/collections", status_code=201)

@@ -115,18 +115,18 @@ async def completions(body: CompletionRequest, http: Request, services: Services
 
 
 def _model(services: Services) -> dict[str, Any]:
-    model = services.engine.model
+    info = services.engine.model_info()
     return {
         "id": services.model_name,
         "object": "model",
         "created": int(time.time()),
         "owned_by": "kvchat",
         "meta": {
-            "n_ctx": model.n_ctx,
-            "n_ctx_train": model.n_ctx_train,
-            "n_vocab": model.n_vocab,
-            "n_slots": model.n_seq_max,
-            "n_ctx_request": services.engine.n_ctx_request,
+            "n_ctx": info.n_ctx,
+            "n_ctx_train": info.n_ctx_train,
+            "n_vocab": info.n_vocab,
+            "n_slots": info.n_slots,
+            "n_ctx_request": info.n_ctx_request,
         },
     }
 

@@ -5,17 +5,13 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import time
-from typing import TYPE_CHECKING, Annotated
+from typing import Annotated
 
 from fastapi import APIRouter, Body, Response
 
 from app.api.errors import error_response
 from app.api.services import ServicesDep
 from app.api.slot_actions import SlotActions
-
-if TYPE_CHECKING:
-    from app.cache.encoder_cache import EncoderCacheStats
-    from app.engine.prefix_reuse import ReuseStats
 
 router = APIRouter()
 
@@ -71,22 +67,16 @@ async def slot_action(
 async def cache(services: ServicesDep):
     """Host-memory entries, bytes and tokens, and hits per tier (own slot, other slot, host);
     with a projector (--mmproj) also the vision-encoder cache ("encoder", else null)."""
-    engine = services.engine
-    vision = engine.vision
-
-    def read() -> tuple[ReuseStats, EncoderCacheStats | None]:
-        return engine.reuse.snapshot(), vision.stats() if vision is not None else None
-
-    stats, encoder = await asyncio.wrap_future(engine.call(read))
-    out = dataclasses.asdict(stats)
-    out["encoder"] = dataclasses.asdict(encoder) if encoder is not None else None
+    stats = await services.engine.cache_stats()
+    out = dataclasses.asdict(stats.tiers)
+    out["encoder"] = dataclasses.asdict(stats.encoder) if stats.encoder is not None else None
     return out
 
 
 @router.post("/cache/reset")
 async def cache_reset(services: ServicesDep):
     """Drop every host entry and the KV of every idle slot."""
-    await asyncio.wrap_future(services.engine.call(services.engine.reuse.reset))
+    await services.engine.reset_cache()
     return {"status": "ok"}
 
 

@@ -30,7 +30,7 @@ class ApplyTemplateRequest(BaseModel):
 
 @router.post("/tokenize")
 async def tokenize(body: TokenizeRequest, services: ServicesDep):
-    model = services.engine.model
+    model = services.engine.tokenizer
     tokens = await asyncio.to_thread(
         model.tokenize, body.content, body.add_special, body.parse_special
     )
@@ -39,7 +39,7 @@ async def tokenize(body: TokenizeRequest, services: ServicesDep):
 
 @router.post("/detokenize")
 async def detokenize(body: DetokenizeRequest, services: ServicesDep):
-    model = services.engine.model
+    model = services.engine.tokenizer
     bad = [t for t in body.tokens if not 0 <= t < model.n_vocab]
     if bad:
         raise RequestError(

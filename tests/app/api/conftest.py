@@ -4,8 +4,8 @@ from collections.abc import Iterator
 
 import pytest
 
+from bench.server_process import ServerProcess, make_key
 from tests.app.api.keyed_server import STATIC_KEY, KeyedServer
-from tests.server import ServerProcess, make_key
 
 
 @pytest.fixture(scope="session")

@@ -18,8 +18,8 @@ import app.api.auth as auth_module
 from app.api.auth import Auth
 from app.config import Settings
 from app.server import _say_if_open
+from bench.server_process import ROOT, make_key
 from tests.app.api.keyed_server import KeyedServer
-from tests.server import ROOT, make_key
 
 CHAT = {"messages": [{"role": "user", "content": "Hi"}], "max_tokens": 2}
 

@@ -12,7 +12,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from tests.server import ServerProcess
+from bench.server_process import ServerProcess
 
 CHECKS = (
     "not_a_server_error",

@@ -12,7 +12,8 @@ from sqlalchemy import inspect
 
 from app.db.migrate import alembic_config, current, head, upgrade
 from app.db.models import Base
-from app.db.store import Store, make_engine
+from app.db.sql_engine import make_engine
+from app.db.store import Store
 
 ROOT = Path(__file__).resolve().parents[3]
 # This checkout's `app`, also where the venv's editable install points at another one.

@@ -7,6 +7,7 @@ from collections.abc import Iterator
 
 import pytest
 
+from bench.server_process import ServerProcess
 from tests.app.api.routes.test_documents import (
     BREAD,
     TEA,
@@ -16,7 +17,6 @@ from tests.app.api.routes.test_documents import (
     tail_tokens,
     upload_text,
 )
-from tests.server import ServerProcess
 
 
 @pytest.fixture(scope="module")

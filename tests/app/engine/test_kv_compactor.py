@@ -72,8 +72,11 @@ def test_it_compacts_exactly_when_the_freed_cells_since_the_last_compaction_are_
 
 def test_a_compaction_reports_its_time_and_returns_its_buffer_to_the_pool():
     pool, ops = StatePool(), []
-    compactor = KvCompactor(FakeModel(), pool)  # type: ignore[arg-type]
-    compactor.on_op = lambda op, tier, seconds: ops.append((op, tier))
+
+    def on_op(op: str, tier: str, seconds: float) -> None:
+        ops.append((op, tier))
+
+    compactor = KvCompactor(FakeModel(), pool, on_op=on_op)  # type: ignore[arg-type]
     assert compactor.due(2000) is False and compactor.due(100) is True
     compactor.compact(100)
     assert ops == [("compact", "kv")] and pool.free_bytes >= 1000

@@ -222,9 +222,7 @@ def make_stepper(
 ) -> Stepper:
     """The one place this file builds a Stepper (its wiring may move into its constructor)."""
     pacer = BackgroundPacer(budget_s=0.05, capacity=16)
-    stepper = Stepper(model, scheduler, reuse, n_ctx_request, pacer)
-    stepper.vision = vision
-    return stepper
+    return Stepper(model, scheduler, reuse, n_ctx_request, pacer, vision)
 
 
 def make_rig(
@@ -352,12 +350,13 @@ def test_an_idle_tail_is_decoded_into_the_kv_or_dropped_whole(rig: Rig, room: bo
     slot.tail = [3, 4]
     if not room:
         rig.model.statuses = [1]  # no room in the KV
-    rig.stepper.prefill_tail(slot)
+    batch = rig.model.new_batch()  # Slot.prefill_tail, between steps, on the step's batch
+    slot.prefill_tail(rig.model, batch)
     assert rig.model.decoded == [[(3, 2, 0, False), (4, 3, 0, False)]]
     assert slot.tail is None
     assert list(slot.cache.tokens) == ([1, 2, 3, 4] if room else [1, 2])
     rig.assert_consistent()
-    rig.stepper.prefill_tail(slot)  # nothing pending: nothing decoded
+    slot.prefill_tail(rig.model, batch)  # nothing pending: nothing decoded
     assert len(rig.model.decoded) == 1
 
 

@@ -61,8 +61,11 @@ def test_saves_and_disk_restores_do_no_hashing_or_writing_on_the_engine_thread(
         model_path=model_path, n_ctx=1024, n_parallel=1, warmup=False, cache_dir=str(tmp_path)
     )
     ops: list[tuple[str, str, str]] = []
-    engine = Engine(config)
-    engine.reuse.on_op = lambda op, tier, s: ops.append((op, tier, threading.current_thread().name))
+
+    def on_op(op: str, tier: str, seconds: float) -> None:
+        ops.append((op, tier, threading.current_thread().name))
+
+    engine = Engine(config, on_cache_op=on_op)
     engine.start()
     try:
         a = TokenSequence(engine.model.tokenize("Alpha notes about rivers and tides. " * 6))

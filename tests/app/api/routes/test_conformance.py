@@ -13,7 +13,7 @@ import httpx
 import openai
 import pytest
 
-from tests.server import ServerProcess
+from bench.server_process import ServerProcess
 
 LIMIT = 200_000  # --max-body-bytes of this server
 

@@ -9,8 +9,8 @@ from collections.abc import Iterator
 import httpx
 import pytest
 
+from bench.server_process import ServerProcess
 from tests.rag.pdfs import make_pdf
-from tests.server import ServerProcess
 
 MAX_BYTES = 50_000
 CATS = (

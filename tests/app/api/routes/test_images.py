@@ -13,7 +13,7 @@ import httpx
 import pytest
 from PIL import Image
 
-from tests.server import ROOT, ServerProcess
+from bench.server_process import ROOT, ServerProcess
 
 N_IMAGE = 64  # tokens per 64x64 image with the tiny projector
 

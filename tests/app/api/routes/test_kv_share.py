@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import httpx
 
-from tests.server import ServerProcess
+from bench.server_process import ServerProcess
 
 
 def test_a_request_without_max_tokens_stops_at_its_kv_share_and_others_keep_their_cache():

@@ -10,8 +10,8 @@ import httpx
 import pytest
 from PIL import Image
 
+from bench.server_process import ServerProcess
 from mm.image import ImageLimits
-from tests.server import ServerProcess
 
 DEFAULT_LIMIT = ImageLimits().max_bytes  # the server runs with the default limits
 

@@ -11,7 +11,7 @@ import httpx
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from tests.server import ServerProcess
+from bench.server_process import ServerProcess
 
 Samples = dict[tuple[str, frozenset[tuple[str, str]]], float]
 

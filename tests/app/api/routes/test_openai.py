@@ -12,7 +12,7 @@ import httpx
 import openai
 import pytest
 
-from tests.server import ServerProcess
+from bench.server_process import ServerProcess
 
 SYSTEM = (
     "You are a helpful assistant for a small bakery called The Golden Crust. The bakery opens "

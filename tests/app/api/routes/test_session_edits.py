@@ -8,7 +8,7 @@ from collections.abc import Iterator
 import httpx
 import pytest
 
-from tests.server import ServerProcess
+from bench.server_process import ServerProcess
 
 
 @pytest.fixture(scope="module")

@@ -8,8 +8,8 @@ from collections.abc import Iterator
 import httpx
 import pytest
 
+from bench.server_process import ServerProcess
 from tests.db_urls import fresh_database_url
-from tests.server import ServerProcess
 
 SYSTEM = (
     "You are a patient tutor. You answer questions about geography, history and science in "

@@ -12,8 +12,8 @@ from pathlib import Path
 import httpx
 import pytest
 
+from bench.server_process import ServerProcess
 from tests.db_urls import fresh_database_url
-from tests.server import ServerProcess
 
 SLOW = {"max_tokens": 400, "ignore_eos": True, "temperature": 0}
 

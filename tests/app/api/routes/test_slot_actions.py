@@ -13,7 +13,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from tests.server import ServerProcess
+from bench.server_process import ServerProcess
 
 PROMPT = (
     "The lighthouse keeper climbed the spiral stairs every evening at dusk, carrying a small "

@@ -1,4 +1,4 @@
-"""`python -m rag ingest` through a real process: the packaged models, SQLite, index files."""
+"""`python -m app docs ingest` through a real process: the packaged models, SQLite, index files."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from pathlib import Path
 
 from app.db.document_store import DocumentStore
 from app.db.store import Store
-from tests.server import ROOT
+from bench.server_process import ROOT
 
 
 def test_ingest_from_the_command_line(tmp_path: Path):
@@ -17,7 +17,8 @@ def test_ingest_from_the_command_line(tmp_path: Path):
         [
             sys.executable,
             "-m",
-            "rag",
+            "app",
+            "docs",
             "ingest",
             str(tmp_path / "owls.md"),
             str(tmp_path / "missing.txt"),

@@ -1,4 +1,6 @@
-"""`SlotActions` against a fake engine: the status choices and what a slot holds afterwards."""
+"""`SlotFiles` (the engine's slot save/restore/erase) over fakes of the model, slots and host
+cache, driven through `SlotActions` (the HTTP adapter): the status choices and what a slot holds
+afterwards."""
 
 from __future__ import annotations
 
@@ -12,6 +14,7 @@ from app.api.slot_actions import SlotActions
 from app.cache import state_file
 from app.engine.request import RequestError
 from app.engine.slot import Slot
+from app.engine.slot_files import SlotFiles
 from mm.token_sequence import TokenSequence
 
 
@@ -54,10 +57,15 @@ class FakeScheduler:
 
 
 class FakeEngine:
+    """`Engine`'s slot methods over the real `SlotFiles` and fakes of its parts."""
+
     def __init__(self, model_path: str) -> None:
         self.model = FakeModel(model_path)
         self.scheduler = FakeScheduler()
         self.reuse = FakeReuse()
+        files = SlotFiles(self.model, self.scheduler.slots, self.reuse, self.call)  # type: ignore[arg-type]
+        self.n_slots = len(self.scheduler.slots)
+        self.save_slot, self.restore_slot, self.erase_slot = files.save, files.restore, files.erase
 
     def call(self, fn) -> Future:
         future: Future = Future()

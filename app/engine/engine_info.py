@@ -1,0 +1,27 @@
+"""What `Engine` reports about itself: plain results, no handles into its parts."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from app.cache.encoder_cache import EncoderCacheStats
+from app.engine.prefix_reuse import ReuseStats
+
+
+@dataclass(slots=True)
+class ModelInfo:
+    """The loaded model and how the engine shares its context (`GET /v1/models`' meta)."""
+
+    n_ctx: int  # KV cells, all slots together
+    n_ctx_train: int
+    n_vocab: int
+    n_slots: int
+    n_ctx_request: int  # KV cells one request may use, prompt and reply
+
+
+@dataclass(slots=True)
+class CacheStats:
+    """The prefix cache's tiers and, with a projector, the vision-encoder cache (else None)."""
+
+    tiers: ReuseStats
+    encoder: EncoderCacheStats | None

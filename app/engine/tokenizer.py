@@ -1,0 +1,36 @@
+"""`Tokenizer`: what services need of the model's vocabulary, and nothing that computes.
+
+`Engine.tokenizer` hands the loaded model out under this type, so that prompt building
+(app/chat/prompter.py) and document token counts (app/docs/) cannot reach the KV or the
+llama context. Any thread may call it: the vocabulary never changes (see app/engine/model.py).
+"""
+
+from __future__ import annotations
+
+from typing import Protocol
+
+
+class Tokenizer(Protocol):
+    @property
+    def bos(self) -> int: ...  # -1: the model has none
+
+    @property
+    def eos(self) -> int: ...
+
+    @property
+    def n_vocab(self) -> int: ...
+
+    @property
+    def closed(self) -> bool: ...  # the model was freed: nothing may be read any more
+
+    def tokenize(
+        self, text: str, add_special: bool = True, parse_special: bool = True
+    ) -> list[int]: ...
+
+    def detokenize(self, tokens: list[int], special: bool = False) -> str: ...
+
+    def token_text(self, token: int) -> str: ...
+
+    def is_eog(self, token: int) -> bool: ...
+
+    def chat_template(self) -> str | None: ...

@@ -1,0 +1,80 @@
+"""scripts/import_graph.py: the tree has no import circle and no upward import, and the checker
+finds both when they are there."""
+
+from __future__ import annotations
+
+import importlib.util
+import subprocess
+import sys
+from pathlib import Path
+from types import ModuleType
+
+ROOT = Path(__file__).resolve().parents[2]
+SCRIPT = ROOT / "scripts" / "import_graph.py"
+
+
+def load_checker() -> ModuleType:
+    spec = importlib.util.spec_from_file_location("import_graph", SCRIPT)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # dataclasses look their module up by name
+    spec.loader.exec_module(module)
+    return module
+
+
+def write(root: Path, files: dict[str, str]) -> None:
+    for name, text in files.items():
+        path = root / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text)
+
+
+def test_the_tree_has_no_circle_and_nothing_upward():
+    report = load_checker().check(ROOT)
+    assert report.circles == []
+    assert report.upward == []
+
+
+def test_the_script_exits_0_on_the_tree():
+    done = subprocess.run(
+        [sys.executable, str(SCRIPT)], capture_output=True, text=True, timeout=120
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "no circle, nothing upward" in done.stdout
+
+
+def test_circles_and_upward_imports_are_found(tmp_path: Path):
+    write(
+        tmp_path,
+        {
+            "app/__init__.py": "",
+            "app/engine/__init__.py": "",
+            # A circle through a TYPE_CHECKING import and a relative one still counts.
+            "app/engine/a.py": "from app.engine.b import B\n",
+            "app/engine/b.py": (
+                "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from .a import A\n"
+            ),
+            # The engine reaching up into a route, inside a function.
+            "app/engine/c.py": "def f():\n    from app.api.routes import chat\n",
+            "app/api/__init__.py": "",
+            "app/api/routes/__init__.py": "",
+            "app/api/routes/chat.py": "import app.engine.a\n",
+            "mm/__init__.py": "",
+            "mm/image.py": "from app.cache import tiers\n",  # a library importing the app
+            "rag/__init__.py": "",
+            "bench/__init__.py": "",
+            "bench/run.py": "from tests.server import ServerProcess\n",
+            "app/cache/__init__.py": "",
+            "app/cache/tiers.py": "",
+        },
+    )
+    checker = load_checker()
+    report = checker.check(tmp_path)
+    assert report.circles == [["app.engine.a", "app.engine.b"]]
+    assert report.upward == [
+        "app.engine.c (engine) -> app.api.routes.chat (routes)",
+        "bench.run (entry point) -> tests (tests)",
+        "mm.image (library) -> app.cache.tiers (cache)",
+    ]
+    assert not report.clean
+    assert checker.main([str(tmp_path)]) == 1
