@@ -29,12 +29,14 @@ from app.api.routes import (
     tokens,
 )
 from app.api.services import Services
+from app.chat.chat_turn import ChatTurns
 from app.chat.prompter import Prompter
 from app.chat.turn_cache import TurnCache
 from app.config import Settings
 from app.db.key_store import KeyStore
 from app.db.store import Store
 from app.docs.doc_prefill import DocPrefill
+from app.docs.doc_questions import DocQuestions
 from app.docs.documents import Documents
 from app.engine.engine import Engine
 from app.media.media_store import MediaStore, media_root
@@ -66,17 +68,9 @@ def create_app(settings: Settings | None = None) -> FastAPI:
 
         metrics = Metrics(gauges)
         engine.reuse.on_op = engine.compactor.on_op = metrics.observe_cache_op
-        app.state.services = Services(
-            settings,
-            engine,
-            Prompter(engine.model),
-            settings.model_name(),
-            metrics,
-            store,
-            TurnCache(),
-        )
-        app.state.services.media = MediaStore(media_root(settings), store)
-        docs = Documents.build(settings, store, engine.model, app.state.services.prompter)
+        prompter = Prompter(engine.model)
+        media = MediaStore(media_root(settings), store)
+        docs = Documents.build(settings, store, engine.model, prompter)
         docs.prefill = DocPrefill(
             engine,
             docs.store,
@@ -87,9 +81,22 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         )
         docs.ingestor.on_ready = docs.prefill.document_ready
         docs.start()
-        app.state.services.documents = docs
-        app.state.services.keys = KeyStore(store)
-        _say_if_open(settings, app.state.services.keys)
+        questions = DocQuestions(docs, engine)
+        keys = KeyStore(store)
+        app.state.services = Services(
+            settings,
+            engine,
+            prompter,
+            settings.model_name(),
+            metrics,
+            store,
+            ChatTurns(engine, prompter, settings, store, TurnCache(), media, questions),
+            media=media,
+            documents=docs,
+            questions=questions,
+            keys=keys,
+        )
+        _say_if_open(settings, keys)
         try:
             yield
         finally:
