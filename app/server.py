@@ -29,11 +29,13 @@ from app.api.routes import (
     tokens,
 )
 from app.api.services import Services
+from app.chat.chat_turn import ChatTurns
 from app.chat.prompter import Prompter
 from app.chat.turn_cache import TurnCache
 from app.config import Settings
 from app.db.key_store import KeyStore
 from app.db.store import Store
+from app.docs.doc_questions import DocQuestions
 from app.docs.documents import Documents
 from app.engine.engine import Engine
 from app.media.media_store import MediaStore, media_root
@@ -69,6 +71,9 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         prompter = Prompter(engine.tokenizer)
         docs = Documents.build(settings, store, engine, prompter, tenant_salt)
         docs.start()
+        media = MediaStore(media_root(settings), store)
+        questions = DocQuestions(docs, engine)
+        keys = KeyStore(store)
         app.state.services = Services(
             settings,
             engine,
@@ -76,12 +81,13 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             settings.model_name(),
             metrics,
             store,
-            TurnCache(),
-            media=MediaStore(media_root(settings), store),
+            ChatTurns(engine, prompter, settings, store, TurnCache(), media, questions),
+            media=media,
             documents=docs,
-            keys=KeyStore(store),
+            questions=questions,
+            keys=keys,
         )
-        _say_if_open(settings, app.state.services.keys)
+        _say_if_open(settings, keys)
         try:
             yield
         finally:

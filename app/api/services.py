@@ -10,11 +10,12 @@ from typing import Annotated
 from fastapi import Depends, Request
 
 from app.api.metrics import Metrics
+from app.chat.chat_turn import ChatTurns
 from app.chat.prompter import Prompter
-from app.chat.turn_cache import TurnCache
 from app.config import Settings
 from app.db.key_store import KeyStore
 from app.db.store import Store
+from app.docs.doc_questions import DocQuestions
 from app.docs.documents import Documents
 from app.engine.engine import Engine
 from app.media.media_store import MediaStore
@@ -28,14 +29,13 @@ class Services:
     model_name: str
     metrics: Metrics
     store: Store  # sessions, messages, media (app/db)
-    turns: TurnCache  # exact tokens of recent chat replies
-    # Sessions with a turn in flight: a second turn at once would store messages out of order.
-    busy_sessions: set[str] = field(default_factory=set)
+    chats: ChatTurns  # chat turns: OpenAI messages and session messages (app/chat)
+    media: MediaStore | None  # uploaded images (POST /v1/media); None: 503
+    documents: Documents | None  # collections, ingestion, retrieval; None: 503
+    questions: DocQuestions | None  # search, /ask, `rag` sources (with `documents`)
+    keys: KeyStore  # API keys (app/api/auth.py)
     # Responses whose end hooks have not run yet (app/api/responder.py); shutdown waits for them.
     inflight: set[object] = field(default_factory=set)
-    media: MediaStore | None = None  # uploaded images (POST /v1/media); built at start-up
-    documents: Documents | None = None  # collections, ingestion, retrieval; built at start-up
-    keys: KeyStore | None = None  # API keys (app/api/auth.py); built at start-up
 
     async def drained(self, timeout: float) -> bool:
         """Wait until every response has recorded its end; False if time ran out."""

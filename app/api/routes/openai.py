@@ -8,33 +8,19 @@ from typing import Any
 
 from fastapi import APIRouter, Header, Request
 
-from app.api.auth import cache_salt, tenant_of
+from app.api.auth import cache_salt
 from app.api.errors import STREAMING
+from app.api.lookups import TenantDep
 from app.api.responder import Reply, respond
-from app.api.responses import ChatShape, TextShape
-from app.api.routes.search import rag_sources, with_citations
+from app.api.responses import TextShape
 from app.api.schemas import ChatCompletionRequest, CompletionRequest
 from app.api.services import Services, ServicesDep
 from app.api.structured_output import finish_request, refuse_unsupported
-from app.chat.images import image_prompt
-from app.chat.messages import ChatMessage
-from app.chat.turn import TurnResult
-from app.engine.request import RequestError, no_projector
-from mm.token_sequence import TokenSequence
+from app.api.turn_reply import reply_turn, request_builder
+from app.chat.session_lookup import check_session
+from app.engine.request import RequestError
 
 router = APIRouter(prefix="/v1")
-
-
-async def _check_session(services: Services, session_id: str, tenant: str) -> None:
-    """A chat's session_id must name a session of the caller's tenant (POST /v1/sessions)."""
-    found = await asyncio.to_thread(services.store.get_session, session_id, False, tenant)
-    if found is None:
-        raise RequestError(
-            f"session {session_id!r} does not exist; create one with POST /v1/sessions",
-            param="session_id",
-            code="not_found",
-            status=404,
-        )
 
 
 @router.post("/chat/completions", responses=STREAMING)
@@ -42,64 +28,18 @@ async def chat_completions(
     body: ChatCompletionRequest,
     http: Request,
     services: ServicesDep,
+    tenant: TenantDep,
     x_session_id: str | None = Header(default=None, max_length=128),
 ):
     refuse_unsupported(body)
     session = body.session_id or x_session_id
     if session is not None:
-        await _check_session(services, session, tenant_of(http))
-    prompter, turns, salt = services.prompter, services.turns, cache_salt(http, body.cache_salt)
-    on_end = []
-    citations, documents = None, frozenset()
-    if body.rag is not None:
-        if any(m.has_images() for m in body.messages):
-            raise RequestError("rag takes text messages only", param="rag")
-        question = body.messages[-1].text()
-        part, citations = await rag_sources(services, http, body.rag, question, set())
-        documents = frozenset(c["document_id"] for c in citations)
-        last = ChatMessage(role="user", content=[part, {"type": "text", "text": question}])
-        body.messages = [*body.messages[:-1], last]
-    if any(m.has_images() for m in body.messages):
-        vision = services.engine.vision
-        if vision is None:
-            raise no_projector("messages")
-        prompt, images = await asyncio.to_thread(
-            image_prompt,
-            prompter,
-            vision,
-            body.messages,
-            services.settings,
-            services.media,
-            tenant_of(http),
-        )
-        request = body.generation(prompt, services.settings.seed)
-        request.images = images
-    else:
-        messages = [m.for_template() for m in body.messages]
-
-        def tokenize() -> tuple[str, list[int]]:
-            # Rendering and tokenizing a long history is CPU work: never on the event loop.
-            text = prompter.render(messages)
-            # Earlier replies keep the ids the model generated (see app/chat/turn_cache.py).
-            return text, turns.tokens_of(salt, text, prompter.extend)
-
-        text, tokens = await asyncio.to_thread(tokenize)
-        request = body.generation(TokenSequence(tokens), services.settings.seed)
-
-        def remember(result: TurnResult) -> None:
-            if result.status == "complete" and prompter.matches(result.tokens, result.text):
-                turns.remember(salt, text + result.text, [*tokens, *result.tokens])
-
-        on_end.append(remember)
-    await finish_request(request, body, salt, "messages")
-    request.continuation = prompter.continuation
-    request.session = session
-    request.documents = documents
-    reply = Reply(ChatShape, "chat", on_end)
-    if citations is not None:
-        reply.prelude = {"citations": citations}
-        reply.reshape = with_citations(citations)
-    return await respond(services, request, body, reply, http)
+        await check_session(services.store, session, tenant)
+    salt = cache_salt(http, body.cache_salt)
+    build = request_builder(body, services.settings.seed, salt, "messages")
+    chats = services.chats
+    turn = await chats.from_messages(body.messages, body.rag, session, tenant, salt, build)
+    return await reply_turn(services, turn, body, http)
 
 
 @router.post("/completions", responses=STREAMING)

@@ -1,128 +1,39 @@
-"""Search over collections and what is built on it (issue 11): the best chunks for a query
-(`/search`), questions answered from them with citations (`/ask`), and the sources with
-citations of a chat turn that asks for `rag` (/v1/chat/completions and sessions use them).
+"""Search over collections (issue 11): the best chunks for a query (`/search`) and questions
+answered from them with citations (`/ask`); the work is app/docs/doc_questions.py's.
 
-Tenancy: every collection is looked up under `tenant_of(request)`; another tenant's answers
-404 as if it did not exist.
+Tenancy: every collection is looked up under the caller's tenant (app/api/lookups.py);
+another tenant's answers 404 as if it did not exist.
 """
 
 from __future__ import annotations
-
-from typing import Any
 
 from fastapi import APIRouter, Request
 
 from app.api.auth import cache_salt
 from app.api.doc_schemas import AskRequest, SearchRequest, hit_json
-from app.api.responder import Reply, respond
-from app.api.responses import ChatShape
-from app.api.routes.collections import documents_of, load_collection
-from app.api.schemas import RagOptions
-from app.api.services import Services, ServicesDep
-from app.api.structured_output import finish_request
-from app.docs.chat_sources import citation, sources_part
-from app.docs.retrieval import lay_out, search
-from mm.token_sequence import TokenSequence
+from app.api.lookups import CollectionDep, QuestionsDep
+from app.api.services import ServicesDep
+from app.api.turn_reply import reply_answer
 
 router = APIRouter(prefix="/v1")
 
 
-async def rag_sources(
-    services: Services, http: Request, options: RagOptions, query: str, seen: set[str]
-) -> tuple[dict[str, Any], list[dict[str, Any]]]:
-    """The sources part of a chat message (`"rag"` option) and its citations: the best
-    `top_k` chunks over the collections asked for."""
-    docs = documents_of(services)
-    found: list[tuple[Any, float]] = []
-    for collection_id in dict.fromkeys(options.collection_ids):
-        await load_collection(services, http, collection_id)
-        hits = await search(
-            docs,
-            collection_id,
-            query,
-            options.top_k,
-            options.score_threshold,
-            options.document_ids,
-            options.hybrid,
-        )
-        found.extend((c, hits.scores[c.id]) for c in hits.chunks)
-    found.sort(key=lambda cs: (-cs[1], cs[0].id))
-    return sources_part(found[: options.top_k], seen)
-
-
-def with_citations(citations: list[dict[str, Any]]):  # noqa: ANN201
-    """A reshape for chat replies: the message carries its citations."""
-
-    def reshape(whole: dict[str, Any]) -> dict[str, Any]:
-        for choice in whole["choices"]:
-            choice["message"]["citations"] = citations
-        return whole
-
-    return reshape
-
-
 @router.post("/collections/{collection_id}/search")
 async def search_collection(
-    collection_id: str, body: SearchRequest, http: Request, services: ServicesDep
+    collection: CollectionDep, body: SearchRequest, questions: QuestionsDep
 ):
-    await load_collection(services, http, collection_id)
-    found = await search(
-        documents_of(services),
-        collection_id,
-        body.query,
-        body.top_k,
-        body.score_threshold,
-        body.document_ids,
-        body.hybrid,
-    )
+    found = await questions.search(collection.id, body.query, body)
     return {"object": "list", "data": [hit_json(c, found.scores[c.id]) for c in found.chunks]}
 
 
-def _answer_shape(whole: dict[str, Any]) -> dict[str, Any]:
-    choice = whole["choices"][0]
-    return {
-        "id": whole["id"],
-        "object": "collection.answer",
-        "created": whole["created"],
-        "model": whole["model"],
-        "answer": choice["message"]["content"],
-        "finish_reason": choice["finish_reason"],
-        "citations": whole["citations"],
-        "usage": whole["usage"],
-        "timings": whole["timings"],
-    }
-
-
 @router.post("/collections/{collection_id}/ask")
-async def ask(collection_id: str, body: AskRequest, http: Request, services: ServicesDep):
-    collection = await load_collection(services, http, collection_id)
-    docs = documents_of(services)
-    found = await search(
-        docs,
-        collection_id,
-        body.question,
-        body.top_k,
-        body.score_threshold,
-        body.document_ids,
-        body.hybrid,
-    )
-    head, tail = docs.prompts.parts(collection.system_prompt, body.question)
-    # The tenant's salt, as on every other route: the layout asks the caches under it, and the
-    # KV this question builds is never a prefix for another tenant.
+async def ask(
+    collection: CollectionDep,
+    body: AskRequest,
+    http: Request,
+    services: ServicesDep,
+    questions: QuestionsDep,
+):
     salt = cache_salt(http, body.cache_salt)
-    question = await lay_out(services.engine, head, tail, found, salt)
-    request = body.generation(
-        TokenSequence(question.layout.tokens),
-        services.settings.seed,
-        documents=question.documents,
-    )
-    await finish_request(request, body, salt, "question")
-    citations = [citation(c, question.scores[c.id]) for c in question.chunks]
-    reply = Reply(
-        ChatShape,
-        "ask",
-        prelude={"citations": citations},
-        timings={"retrieval_ms": round(question.retrieval_ms, 3)},
-        reshape=_answer_shape,
-    )
-    return await respond(services, request, body, reply, http)
+    question, citations = await questions.ask(collection, body.question, body, salt)
+    return await reply_answer(services, question, citations, body, salt, http)

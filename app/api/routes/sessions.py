@@ -1,23 +1,23 @@
 """Sessions: conversations the server keeps, so a client sends only the new message.
 
 This module holds the sessions themselves: create (or import), list, get, rename or change
-settings, delete and fork, with their JSON; and `load_session`, the tenant's lookup of a session,
-which the turn routes (app/api/routes/session_messages.py) share.
+settings, delete and fork, with their JSON. The tenant's session named by the path is looked up
+by a dependency (app/api/lookups.py: 404 when the tenant has none).
 """
 
 from __future__ import annotations
 
 import asyncio
-import re
 from typing import Any
 
-from fastapi import APIRouter, Request
+from fastapi import APIRouter
 from fastapi.responses import JSONResponse
 
-from app.api.auth import tenant_of
 from app.api.errors import openapi_links
-from app.api.services import Services, ServicesDep
+from app.api.lookups import SessionDep, TenantDep
+from app.api.services import ServicesDep
 from app.api.session_schemas import CreateSessionRequest, ForkSessionRequest, UpdateSessionRequest
+from app.chat.session_lookup import session_not_found, valid_session_id
 from app.db.records import MessageRecord, SessionRecord
 from app.db.session_edits import UNCHANGED
 from app.engine.request import RequestError
@@ -81,25 +81,6 @@ def _session_json(s: SessionRecord, with_messages: bool) -> dict[str, Any]:
     return out
 
 
-_SESSION_ID = re.compile(r"[0-9a-f]{32}")
-
-
-def session_not_found(session_id: str) -> RequestError:
-    return RequestError(
-        f"session {session_id!r} does not exist", param="session_id", code="not_found", status=404
-    )
-
-
-async def load_session(services: Services, session_id: str, tenant: str) -> SessionRecord:
-    """The tenant's session; another tenant's is "not found", never "forbidden"."""
-    if not _SESSION_ID.fullmatch(session_id):  # never a valid id: no need to ask the database
-        raise session_not_found(session_id)
-    session = await asyncio.to_thread(services.store.get_session, session_id, True, tenant)
-    if session is None:
-        raise session_not_found(session_id)
-    return session
-
-
 SESSION_LINKS = openapi_links(
     "session_id",
     {
@@ -111,7 +92,7 @@ SESSION_LINKS = openapi_links(
 
 
 @router.post("", status_code=201, responses={201: {"links": SESSION_LINKS}})
-async def create_session(body: CreateSessionRequest, http: Request, services: ServicesDep):
+async def create_session(body: CreateSessionRequest, tenant: TenantDep, services: ServicesDep):
     imported = [(m.role, m.model_dump()["content"]) for m in body.messages]
     s = await asyncio.to_thread(
         services.store.create_session,
@@ -119,38 +100,36 @@ async def create_session(body: CreateSessionRequest, http: Request, services: Se
         body.sampling,
         body.title,
         imported,
-        tenant_of(http),
+        tenant,
     )
     return JSONResponse(_session_json(s, with_messages=True), status_code=201)
 
 
 @router.get("")
-async def list_sessions(http: Request, services: ServicesDep, limit: int = 100, offset: int = 0):
+async def list_sessions(
+    tenant: TenantDep, services: ServicesDep, limit: int = 100, offset: int = 0
+):
     if not 1 <= limit <= 1000:
         raise RequestError("limit must be between 1 and 1000", param="limit")
     if offset < 0:
         raise RequestError("offset must be 0 or more", param="offset")
     store = services.store
-    found = await asyncio.to_thread(store.list_sessions, limit, offset, tenant_of(http))
+    found = await asyncio.to_thread(store.list_sessions, limit, offset, tenant)
     return {"object": "list", "data": [_session_json(s, with_messages=False) for s in found]}
 
 
 @router.get("/{session_id}")
-async def get_session(session_id: str, http: Request, services: ServicesDep):
-    return _session_json(
-        await load_session(services, session_id, tenant_of(http)), with_messages=True
-    )
+async def get_session(session: SessionDep):
+    return _session_json(session, with_messages=True)
 
 
 @router.delete("/{session_id}")
-async def delete_session(session_id: str, http: Request, services: ServicesDep):
+async def delete_session(session_id: str, tenant: TenantDep, services: ServicesDep):
     """The session, its messages, and the media that nothing else uses any more."""
-    if _SESSION_ID.fullmatch(session_id) is None:
+    if not valid_session_id(session_id):
         raise session_not_found(session_id)
     store, media = services.store, services.media
-    found, freed = await asyncio.to_thread(
-        store.delete_session_and_media, session_id, tenant_of(http)
-    )
+    found, freed = await asyncio.to_thread(store.delete_session_and_media, session_id, tenant)
     if not found:
         raise session_not_found(session_id)
     if freed and media is not None:
@@ -159,10 +138,8 @@ async def delete_session(session_id: str, http: Request, services: ServicesDep):
 
 
 @router.patch("/{session_id}")
-async def update_session(
-    session_id: str, body: UpdateSessionRequest, http: Request, services: ServicesDep
-):
-    await load_session(services, session_id, tenant_of(http))  # 404: no such session of this tenant
+async def update_session(session: SessionDep, body: UpdateSessionRequest, services: ServicesDep):
+    session_id = session.id
     sent = body.model_fields_set
     changes = {
         k: getattr(body, k) if k in sent else UNCHANGED for k in UpdateSessionRequest.model_fields
@@ -181,13 +158,11 @@ def _context_tokens(m: MessageRecord) -> int:
 
 
 @router.post("/{session_id}/fork", status_code=201)
-async def fork_session(
-    session_id: str, body: ForkSessionRequest, http: Request, services: ServicesDep
-):
+async def fork_session(source: SessionDep, body: ForkSessionRequest, services: ServicesDep):
     """A branch: a new session with the messages before `message_id` (then send the edited text
     as its next message). `cache` says how much of the source's cached context the branch keeps
     (the prefix up to the fork point) and how much it gives up (everything after it)."""
-    source = await load_session(services, session_id, tenant_of(http))
+    session_id = source.id
     at = next((m for m in source.messages if m.id == body.message_id), None)
     if at is None:
         raise RequestError(

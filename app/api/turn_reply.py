@@ -1,0 +1,129 @@
+"""Chat turns and document answers as HTTP replies: the engine request from a request body
+(sampling, grammar, salt), then the reply, with its citations, through the responder.
+
+The turn itself is built by app/chat/chat_turn.py; the question by app/docs/doc_questions.py.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fastapi import Request
+from fastapi.responses import JSONResponse, StreamingResponse
+
+from app.api.auth import cache_salt, tenant_of
+from app.api.doc_schemas import AskRequest
+from app.api.responder import Reply, respond
+from app.api.responses import ChatShape
+from app.api.schemas import GenerationFields
+from app.api.services import Services
+from app.api.session_schemas import SessionMessageRequest
+from app.api.structured_output import finish_request, refuse_unsupported
+from app.chat.chat_turn import Build, Turn
+from app.db.records import SessionRecord
+from app.docs.retrieval import DocQuestion
+from app.engine.request import GenerationRequest, RequestError
+from mm.token_sequence import TokenSequence
+
+Response = JSONResponse | StreamingResponse
+
+
+def request_builder(body: GenerationFields, seed: int, salt: str, prompt_param: str) -> Build:
+    """The engine request of a prompt with this body's fields; prompt_param: the field that
+    errors about the prompt name."""
+
+    async def build(prompt: TokenSequence) -> GenerationRequest:
+        return await finish_request(body.generation(prompt, seed), body, salt, prompt_param)
+
+    return build
+
+
+def with_citations(citations: list[dict[str, Any]]):  # noqa: ANN201
+    """A reshape for chat replies: the message carries its citations."""
+
+    def reshape(whole: dict[str, Any]) -> dict[str, Any]:
+        for choice in whole["choices"]:
+            choice["message"]["citations"] = citations
+        return whole
+
+    return reshape
+
+
+async def reply_turn(
+    services: Services, turn: Turn, body: GenerationFields, http: Request
+) -> Response:
+    reply = Reply(ChatShape, turn.route, turn.on_end, turn.extra)
+    if turn.citations is not None:
+        reply.prelude = {"citations": turn.citations}
+        reply.reshape = with_citations(turn.citations)
+    try:
+        return await respond(services, turn.request, body, reply, http)
+    except RequestError:
+        # Refused before generation (queue full, shutting down): as if never sent.
+        if turn.undo is not None:
+            await turn.undo()
+        raise
+
+
+async def session_turn(
+    services: Services,
+    session: SessionRecord,
+    body: SessionMessageRequest,
+    http: Request,
+    replace_from: int | None = None,
+) -> Response:
+    """A message to a session (replacing the messages from `replace_from` on), answered."""
+    refuse_unsupported(body)
+    if not body.text() and not body.has_images():
+        raise RequestError("the message is empty", param="content")
+    # The session's defaults, then this request's own fields.
+    fields = SessionMessageRequest.model_validate(
+        {**session.sampling, **body.model_dump(exclude_unset=True)}
+    )
+    salt = cache_salt(http, fields.cache_salt)
+    build = request_builder(fields, services.settings.seed, salt, "content")
+    content = body.model_dump()["content"]  # plain str or list of dicts for the database
+    turn = await services.chats.from_session(
+        session, body, content, tenant_of(http), build, replace_from
+    )
+    return await reply_turn(services, turn, fields, http)
+
+
+def _answer_shape(whole: dict[str, Any]) -> dict[str, Any]:
+    choice = whole["choices"][0]
+    return {
+        "id": whole["id"],
+        "object": "collection.answer",
+        "created": whole["created"],
+        "model": whole["model"],
+        "answer": choice["message"]["content"],
+        "finish_reason": choice["finish_reason"],
+        "citations": whole["citations"],
+        "usage": whole["usage"],
+        "timings": whole["timings"],
+    }
+
+
+async def reply_answer(
+    services: Services,
+    question: DocQuestion,
+    citations: list[dict[str, Any]],
+    body: AskRequest,
+    salt: str,
+    http: Request,
+) -> Response:
+    """A question to a collection (/ask), answered in a shape of its own."""
+    request = body.generation(
+        TokenSequence(question.layout.tokens),
+        services.settings.seed,
+        documents=question.documents,
+    )
+    await finish_request(request, body, salt, "question")
+    reply = Reply(
+        ChatShape,
+        "ask",
+        prelude={"citations": citations},
+        timings={"retrieval_ms": round(question.retrieval_ms, 3)},
+        reshape=_answer_shape,
+    )
+    return await respond(services, request, body, reply, http)

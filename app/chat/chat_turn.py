@@ -1,0 +1,279 @@
+"""`ChatTurns`: one chat turn, built in one place, from OpenAI messages (/v1/chat/completions)
+or from a stored session (its messages and regenerate), into the engine request and what the
+reply carries (citations of `rag` sources, end hooks, the undo of a refused session turn).
+
+A chat that sends its whole history reuses earlier replies' generated ids from the turn cache
+(app/chat/turn_cache.py). A session turn's prompt is built from the stored history with the
+replies' own ids (app/chat/conversation.py), so it extends the previous turn token for token
+and the whole history is reused from the KV; the session goes back to the slot that holds it.
+Nothing of a session is lost: the user message is stored before generation, the reply when it
+ends, with status complete, cancelled or error (also when the client goes away or the server
+stops). The engine request's sampling, grammar and salt come from the request body, through
+the `Build` the API layer passes in.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import Any, Protocol, cast
+
+from app.chat.images import image_prompt
+from app.chat.messages import ChatMessage
+from app.chat.prompter import Prompter
+from app.chat.session_history import history, history_prompt, store_images, visible_uploads
+from app.chat.session_lookup import session_not_found
+from app.chat.turn import TurnResult
+from app.chat.turn_cache import TurnCache
+from app.chat.turn_sources import ChatSources, RagAsk, SourceFinder
+from app.config import Settings
+from app.db.records import MessageRecord, SessionRecord
+from app.db.store import Store
+from app.engine.engine import Engine
+from app.engine.request import GenerationRequest, RequestError, no_projector
+from app.media.media_store import MediaStore
+from mm.token_sequence import TokenSequence
+
+# The engine request of a prompt, with the request body's sampling, grammar and salt.
+Build = Callable[[TokenSequence], Awaitable[GenerationRequest]]
+EndHook = Callable[[TurnResult], None]
+Content = str | list[dict[str, Any]]  # a message's content as the database stores it
+
+
+@dataclass(slots=True)
+class Turn:
+    request: GenerationRequest
+    route: str  # "chat" | "session" (metrics label)
+    on_end: list[EndHook] = field(default_factory=list)
+    extra: dict[str, Any] = field(default_factory=dict)  # fields on every response object
+    citations: list[dict[str, Any]] | None = None  # a `rag` turn's: sent first, on the message
+    # A session turn refused before generation (queue full, shutting down) is undone with
+    # this, as if never sent. Once submitted, the end hooks record whatever happens to it.
+    undo: Callable[[], Awaitable[None]] | None = None
+
+
+class SessionAsk(Protocol):
+    """A message to a session (app/api/session_schemas.py: SessionMessageRequest)."""
+
+    rag: RagAsk | None
+
+    def text(self) -> str: ...
+
+    def has_images(self) -> bool: ...
+
+
+def rewind(session: SessionRecord) -> MessageRecord:
+    """For regenerate: the last user message, with it and what follows taken off `session`
+    (they are replaced in the same transaction as the message is stored again)."""
+    last = next((m for m in reversed(session.messages) if m.role == "user"), None)
+    if last is None:
+        raise RequestError("the session has no user message to answer", param="session_id")
+    session.messages = [m for m in session.messages if m.seq < last.seq]
+    return last
+
+
+class ChatTurns:
+    def __init__(
+        self,
+        engine: Engine,
+        prompter: Prompter,
+        settings: Settings,
+        store: Store,
+        turns: TurnCache,
+        media: MediaStore | None,
+        sources: SourceFinder | None,
+    ) -> None:
+        self.engine = engine
+        self.prompter = prompter
+        self.settings = settings
+        self.store = store  # sessions and their messages
+        self.turns = turns  # exact tokens of recent chat replies
+        self.media = media  # uploaded and stored images
+        self.sources = sources  # `rag` sources (app/docs/doc_questions.py)
+        # Sessions with a turn in flight: a second turn at once would store messages out of order.
+        self.busy: set[str] = set()
+
+    # --- OpenAI messages ------------------------------------------------------------------------
+
+    async def from_messages(
+        self,
+        messages: list[ChatMessage],
+        rag: RagAsk | None,
+        session: str | None,
+        tenant: str,
+        salt: str,
+        build: Build,
+    ) -> Turn:
+        """A chat that sends its whole history; `session`: its slot-affinity key, if any."""
+        citations, documents = None, frozenset[str]()
+        if rag is not None:
+            if any(m.has_images() for m in messages):
+                raise RequestError("rag takes text messages only", param="rag")
+            question = messages[-1].text()
+            found = await self._sources(tenant, rag, question, [])
+            citations, documents = found.citations, found.documents
+            last = ChatMessage(
+                role="user", content=[found.part, {"type": "text", "text": question}]
+            )
+            messages = [*messages[:-1], last]
+        on_end: list[EndHook] = []
+        if any(m.has_images() for m in messages):
+            request = await self._image_request(messages, tenant, build)
+        else:
+            request, remember = await self._text_request(messages, salt, build)
+            on_end.append(remember)
+        request.continuation = self.prompter.continuation
+        request.session = session
+        request.documents = documents
+        return Turn(request, "chat", on_end, citations=citations)
+
+    async def _image_request(
+        self, messages: list[ChatMessage], tenant: str, build: Build
+    ) -> GenerationRequest:
+        vision = self.engine.vision
+        if vision is None:
+            raise no_projector("messages")
+        prompt, images = await asyncio.to_thread(
+            image_prompt, self.prompter, vision, messages, self.settings, self.media, tenant
+        )
+        request = await build(prompt)
+        request.images = images
+        return request
+
+    async def _text_request(
+        self, messages: list[ChatMessage], salt: str, build: Build
+    ) -> tuple[GenerationRequest, EndHook]:
+        prompter, turns = self.prompter, self.turns
+        template = [m.for_template() for m in messages]
+
+        def tokenize() -> tuple[str, list[int]]:
+            # Rendering and tokenizing a long history is CPU work: never on the event loop.
+            text = prompter.render(template)
+            # Earlier replies keep the ids the model generated (see app/chat/turn_cache.py).
+            return text, turns.tokens_of(salt, text, prompter.extend)
+
+        text, tokens = await asyncio.to_thread(tokenize)
+        request = await build(TokenSequence(tokens))
+
+        def remember(result: TurnResult) -> None:
+            if result.status == "complete" and prompter.matches(result.tokens, result.text):
+                turns.remember(salt, text + result.text, [*tokens, *result.tokens])
+
+        return request, remember
+
+    async def _sources(
+        self, tenant: str, rag: RagAsk, query: str, history: list[Any]
+    ) -> ChatSources:
+        if self.sources is None:
+            raise RequestError("documents are not available", code="unavailable", status=503)
+        return await self.sources.sources(tenant, rag, query, history)
+
+    # --- sessions -------------------------------------------------------------------------------
+
+    async def from_session(
+        self,
+        session: SessionRecord,
+        ask: SessionAsk,
+        content: Content,
+        tenant: str,
+        build: Build,
+        replace_from: int | None = None,
+    ) -> Turn:
+        """A new message to a stored session (`content` as stored); with `replace_from`, the
+        messages from that seq on are replaced by it (regenerate). The user message is stored
+        before this returns; the reply is stored by the turn's end hooks."""
+        content, found = await self._session_content(session, ask, content, tenant)
+        prompt, images = await history_prompt(
+            history(session, content), self.prompter, self.engine.vision, self.settings, self.media
+        )
+        request = await build(prompt)
+        request.session = session.id
+        request.continuation = self.prompter.continuation
+        request.images = images
+        request.documents = found.documents if found is not None else frozenset()
+        self.engine.validate(request)  # bad input changes nothing: checked before storing
+        self.engine.check_room()  # nor does a full queue (the common case; submit checks again)
+        user = await self._store_question(session.id, content, replace_from)
+
+        async def undo() -> None:
+            self.busy.discard(session.id)
+            await asyncio.to_thread(self.store.delete_message, user.id)
+
+        hooks = [self._reply_store(session.id, len(prompt)), self._release(session.id)]
+        citations = found.citations if found is not None else None
+        return Turn(request, "session", hooks, {"session_id": session.id}, citations, undo)
+
+    async def _session_content(
+        self, session: SessionRecord, ask: SessionAsk, content: Content, tenant: str
+    ) -> tuple[Content, ChatSources | None]:
+        """The message as stored: with its `rag` sources first, inline images stored."""
+        found = None
+        if ask.rag is not None:
+            if ask.has_images():
+                raise RequestError("rag takes text messages only", param="rag")
+            earlier = [m.content for m in session.messages if m.role == "user"]
+            found = await self._sources(tenant, ask.rag, ask.text(), earlier)
+            content = [found.part, {"type": "text", "text": ask.text()}]
+        if ask.has_images():
+            media = self.media
+            if self.engine.vision is None or media is None:
+                raise no_projector("content")
+            parts = cast(list[dict[str, Any]], content)  # a message with images has parts
+            # Uploaded images the new message names must be the tenant's; inline ones are
+            # stored now. The stored history is the tenant's own session: its images need no
+            # check.
+            await asyncio.to_thread(visible_uploads, parts, media, tenant)
+            content = await asyncio.to_thread(store_images, parts, media, self.settings)
+        return content, found
+
+    async def _store_question(
+        self, session_id: str, content: Content, replace_from: int | None
+    ) -> MessageRecord:
+        """Store the user message, holding the session's turn (409 while another runs)."""
+        if session_id in self.busy:
+            raise RequestError(
+                "this session is already generating a reply; wait for it or cancel it first",
+                param="session_id",
+                code="session_busy",
+                status=409,
+            )
+        self.busy.add(session_id)
+        try:
+            return await asyncio.to_thread(
+                self.store.add_message, session_id, "user", content, replace_from=replace_from
+            )
+        except KeyError:  # deleted meanwhile
+            self.busy.discard(session_id)
+            raise session_not_found(session_id) from None
+        except BaseException:
+            self.busy.discard(session_id)
+            raise
+
+    def _reply_store(self, session_id: str, prompt_tokens: int) -> EndHook:
+        store, prompter = self.store, self.prompter
+
+        def store_reply(result: TurnResult) -> None:
+            done, failed = result.finished, result.failed
+            exact = result.status != "error" and prompter.matches(result.tokens, result.text)
+            store.add_message(
+                session_id,
+                "assistant",
+                result.text,
+                status=result.status,
+                token_ids=result.tokens if exact else None,
+                prompt_tokens=prompt_tokens,
+                cached_tokens=done.cached_tokens if done else None,
+                completion_tokens=done.completion_tokens if done else len(result.tokens),
+                timings=done.timings.as_dict() if done else None,
+                finish_reason=done.finish_reason if done else None,
+                error=failed.message if failed else None,
+            )
+
+        return store_reply
+
+    def _release(self, session_id: str) -> EndHook:
+        def release(_: TurnResult) -> None:
+            self.busy.discard(session_id)
+
+        return release
