@@ -57,6 +57,14 @@ def parse_args(argv: list[str] | None = None) -> dict[str, object]:
     )
     p.add_argument("--cache-policy", choices=["lru", "gdsf"], help="host cache eviction")
     p.add_argument(
+        "--kv-reuse",
+        choices=["prefix", "blend"],
+        help="document requests' default: reuse chunk KV at any position (blend) or prefix only",
+    )
+    p.add_argument(
+        "--blend-sink-tokens", type=int, help="tokens recomputed at the start of a blended chunk"
+    )
+    p.add_argument(
         "--cache-idle-slots",
         action=argparse.BooleanOptionalAction,
         default=None,

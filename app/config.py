@@ -64,6 +64,10 @@ class Settings(BaseSettings):
     cache_dir: str | None = None
     cache_policy: Literal["lru", "gdsf"] = "gdsf"
     cache_reuse: int = Field(default=0, ge=0)
+    # Document requests' default KV reuse (app/docs/blend_request.py) and blend's repair: tokens
+    # recomputed at the start of each placed chunk (docs/blend.md has the measurements).
+    kv_reuse: Literal["prefix", "blend"] = "prefix"
+    blend_sink_tokens: int = Field(default=16, ge=0, le=1024)
     # llama-server's --cache-idle-slots: idle slots' cells slow every decode (app/engine/
     # prefix_reuse.py PrefixReuse.park_idle), so they go to host memory when a task starts.
     cache_idle_slots: bool = True
@@ -167,6 +171,7 @@ class Settings(BaseSettings):
             cache_disk_bytes=self.cache_disk << 20,
             cache_policy=self.cache_policy,
             cache_reuse=self.cache_reuse,
+            blend_sink_tokens=self.blend_sink_tokens,
             park_idle_slots=self.cache_idle_slots and self.cache_ram != 0,
             swa_full=self.swa_full,
             mmproj_path=self.mmproj,

@@ -20,9 +20,11 @@ import time
 from collections.abc import Callable
 from concurrent.futures import Future
 
+from app.cache.chunk_kv import ChunkKv, model_fingerprint
 from app.cache.disk_cache import DiskCache
 from app.cache.host_cache import HostCache
 from app.engine.arrivals import Arrival, Arrivals
+from app.engine.chunk_blend import ChunkBlend
 from app.engine.config import EngineConfig
 from app.engine.inbox import Inbox
 from app.engine.kv_compactor import KvCompactor
@@ -57,6 +59,8 @@ class Engine:
         self.reuse = PrefixReuse(
             self.model, self.scheduler, host, disk, config.cache_reuse, wake=self._wake.set
         )
+        chunks = ChunkKv(host, disk, model_fingerprint(config.model_path))
+        self.blend = ChunkBlend(self.model, chunks, config.blend_sink_tokens)
         self.vision: Vision | None = None  # built on the engine thread by start()
         self.stepper = Stepper(self.model, self.scheduler, self.reuse, self.n_ctx_request)
         self.reuse.prefill_tail = self.stepper.prefill_tail
@@ -129,6 +133,7 @@ class Engine:
         if self.vision is not None:
             self.vision.close()
         self.stepper.close()
+        self.blend.close()
         self.model.close()
 
     # --- submission (any thread) ----------------------------------------------------------------
@@ -304,6 +309,7 @@ class Engine:
         sampler.accept_prompt(prompt.text_tokens(0, len(prompt)) if not prompt.has_media else [])
         slot.documents |= task.request.documents  # the KV now holds (or will hold) its chunks
         task.start(slot.id, n_cached, sampler, source)
+        self.blend.apply(task, slot)  # a blend request's chunks, placed after that prefix
         self.scheduler.bind(task, slot)
         task.on_close = lambda: self._closed(task, slot)
         if not task.prefilling:  # an exact repeat of the slot's last prompt

@@ -97,7 +97,9 @@ class Model:
         cparams.n_ctx = config.n_ctx
         cparams.n_batch = config.n_batch
         cparams.n_ubatch = config.n_ubatch
-        cparams.n_seq_max = config.n_parallel
+        # One sequence more than the slots: the scratch sequence where a chunk's KV is computed
+        # or restored before it is moved into a slot (app/engine/chunk_blend.py).
+        cparams.n_seq_max = config.n_parallel + 1
         cparams.n_threads = config.n_threads
         cparams.n_threads_batch = config.n_threads_batch or config.n_threads
         try:
@@ -121,7 +123,8 @@ class Model:
         self.path = config.model_path
         self.n_ctx = llama_cpp.llama_n_ctx(self._ctx)
         self.n_batch = llama_cpp.llama_n_batch(self._ctx)
-        self.n_seq_max = llama_cpp.llama_n_seq_max(self._ctx)
+        self.n_seq_max = llama_cpp.llama_n_seq_max(self._ctx) - 1  # the slots
+        self.scratch_seq = self.n_seq_max  # never a slot's
         self.n_vocab = llama_cpp.llama_vocab_n_tokens(self._vocab)
         self._pieces: dict[int, bytes] = {}  # token (~token: special) -> its piece
         self._eog: dict[int, bool] = {}
@@ -260,6 +263,14 @@ class Model:
     def can_shift(self) -> bool:
         """Whether KV positions can be moved (needed by --cache-reuse)."""
         return bool(llama_cpp.llama_memory_can_shift(self._mem)) and self.n_swa <= 0
+
+    def blend_unsupported(self) -> str | None:
+        """Why chunk KV cannot be moved to another position in this memory (None: it can)."""
+        if not llama_cpp.llama_memory_can_shift(self._mem):
+            return "the model's KV memory cannot shift positions"
+        if self.n_swa > 0 and not self.swa_full:
+            return "the sliding-window cache (--no-swa-full) does not keep a placed chunk's KV"
+        return None
 
     def seq_shift(self, seq_id: int, p0: int, p1: int, delta: int) -> None:
         """Move positions [p0, p1) by delta (RoPE is re-applied to the keys)."""

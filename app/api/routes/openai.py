@@ -12,7 +12,7 @@ from app.api.auth import cache_salt, tenant_of
 from app.api.errors import STREAMING
 from app.api.responder import Reply, respond
 from app.api.responses import ChatShape, TextShape
-from app.api.routes.search import rag_sources, with_citations
+from app.api.routes.search import rag_blend, rag_sources, with_citations
 from app.api.schemas import ChatCompletionRequest, CompletionRequest
 from app.api.services import Services, ServicesDep
 from app.api.structured_output import finish_request, refuse_unsupported
@@ -95,6 +95,8 @@ async def chat_completions(
     request.continuation = prompter.continuation
     request.session = session
     request.documents = documents
+    if body.rag is not None:
+        await rag_blend(services, http, body.rag, citations or [], request)
     reply = Reply(ChatShape, "chat", on_end)
     if citations is not None:
         reply.prelude = {"citations": citations}

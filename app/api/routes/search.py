@@ -8,6 +8,7 @@ Tenancy: every collection is looked up under `tenant_of(request)`; another tenan
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 from fastapi import APIRouter, Request
@@ -20,8 +21,10 @@ from app.api.routes.collections import documents_of, load_collection
 from app.api.schemas import RagOptions
 from app.api.services import Services, ServicesDep
 from app.api.structured_output import finish_request
+from app.docs.blend_request import blend_plan, wants_blend
 from app.docs.chat_sources import citation, sources_part
 from app.docs.retrieval import lay_out, search
+from app.engine.request import GenerationRequest
 from mm.token_sequence import TokenSequence
 
 router = APIRouter(prefix="/v1")
@@ -48,6 +51,30 @@ async def rag_sources(
         found.extend((c, hits.scores[c.id]) for c in hits.chunks)
     found.sort(key=lambda cs: (-cs[1], cs[0].id))
     return sources_part(found[: options.top_k], seen)
+
+
+async def rag_blend(
+    services: Services,
+    http: Request,
+    options: RagOptions,
+    citations: list[dict[str, Any]],
+    request: GenerationRequest,
+) -> None:
+    """A chat or session turn with `rag` that blends (`kv_reuse`, else --kv-reuse): the plan
+    of where its prompt holds the cited chunks, after the first collection's document head."""
+    if not citations or not wants_blend(options.kv_reuse, services.settings.kv_reuse):
+        return
+    docs = documents_of(services)
+    collection = await load_collection(services, http, options.collection_ids[0])
+    ids = [int(c["chunk_id"].removeprefix("chunk-")) for c in citations]
+
+    def chunks() -> list[Any]:
+        found = docs.chunk_store.chunks_by_id(ids, docs.model_key)
+        docs.token_ids(found)
+        return found
+
+    head, _ = docs.prompts.parts(collection.system_prompt, "")
+    request.blend = blend_plan(head, await asyncio.to_thread(chunks), request.prompt)
 
 
 def with_citations(citations: list[dict[str, Any]]):  # noqa: ANN201
@@ -116,6 +143,8 @@ async def ask(collection_id: str, body: AskRequest, http: Request, services: Ser
         services.settings.seed,
         documents=question.documents,
     )
+    if wants_blend(body.kv_reuse, services.settings.kv_reuse):
+        request.blend = blend_plan(head, question.chunks, request.prompt)
     await finish_request(request, body, salt, "question")
     citations = [citation(c, question.scores[c.id]) for c in question.chunks]
     reply = Reply(

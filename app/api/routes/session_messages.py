@@ -17,7 +17,7 @@ from app.api.auth import cache_salt, tenant_of
 from app.api.errors import STREAMING
 from app.api.responder import Reply, respond
 from app.api.responses import ChatShape
-from app.api.routes.search import rag_sources, with_citations
+from app.api.routes.search import rag_blend, rag_sources, with_citations
 from app.api.routes.sessions import load_session, session_not_found
 from app.api.services import Services, ServicesDep
 from app.api.session_schemas import RegenerateRequest, SessionMessageRequest
@@ -104,6 +104,8 @@ async def _turn(
         documents=documents,
     )
     await finish_request(request, fields, cache_salt(http, fields.cache_salt), "content")
+    if body.rag is not None:
+        await rag_blend(services, http, body.rag, citations or [], request)
     services.engine.validate(request)  # bad input changes nothing: checked before storing
     services.engine.check_room()  # nor does a full queue (the common case; submit checks again)
     if session.id in services.busy_sessions:
