@@ -64,6 +64,8 @@ class ChunkBlend:
         k = self.sink_tokens
         last = len(prompt) - 1  # the last prompt token is the step's: it gives the logits
         cur = task.n_done
+        # Blended KV a blend request took as its prefix counts as chunk KV too.
+        reused = cur - slot.blended_from if slot.blended_from is not None else 0
         placed = 0
         try:
             for whole in plan.spans:
@@ -89,7 +91,7 @@ class ChunkBlend:
             self._head_in_scratch = False
         task.n_done = len(slot.cache)  # what was decoded or placed (a decode may stop early)
         task.n_cached += placed
-        task.chunk_n = placed
+        task.chunk_n = placed + max(reused, 0)
         self.stats["tokens"] += placed
 
     def _load(self, salt: str, head: list[int], span: ChunkSpan) -> tuple[int, bool] | None:
