@@ -136,9 +136,16 @@ def blended(
     return rows
 
 
-def measure(name: str, ks: list[int], n: int) -> list[dict]:
+def measure(name: str, ks: list[int], n: int, threads: int) -> list[dict]:
     path = MODELS[name]()
-    config = EngineConfig(model_path=path, n_ctx=4096, n_parallel=2, swa_full=True, warmup=False)
+    config = EngineConfig(
+        model_path=path,
+        n_ctx=4096,
+        n_parallel=2,
+        n_threads=threads,
+        swa_full=True,
+        warmup=False,
+    )
     model = Model(config)
     docs = DocPrompter(Prompter(model), model)
     blend = ChunkBlend(model, ChunkKv(HostCache(1 << 30), None, name), 0)
@@ -148,6 +155,7 @@ def measure(name: str, ks: list[int], n: int) -> list[dict]:
         pieces = [(f, model.tokenize(text, add_special=False)) for f, text in chunks]
         prompt = [*head, *(t for _, c in pieces for t in c), *tail]
         cases.append((head, prompt, pieces, *reference(model, prompt)))
+        print(f"{name}: reference {len(cases)}/{n}", flush=True)
     rows = []
     for k in ks:
         blend.sink_tokens = k
@@ -194,11 +202,12 @@ def main() -> None:
     p.add_argument("--questions", type=int, default=12)
     p.add_argument("--k", default="0,8,16,32")
     p.add_argument("--models", default="smollm2,gemma3")
+    p.add_argument("--threads", type=int, default=1, help="llama.cpp threads (shared cores: 1)")
     args = p.parse_args()
     ks = [int(k) for k in args.k.split(",")]
     rows = []
     for name in args.models.split(","):
-        rows += measure(name, ks, args.questions)
+        rows += measure(name, ks, args.questions, args.threads)
     text = table(rows)
     print(text)
     out = ROOT / "bench" / "results" / "blend-quality.md"
