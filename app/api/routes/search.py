@@ -74,7 +74,9 @@ async def rag_blend(
         return found
 
     head, _ = docs.prompts.parts(collection.system_prompt, "")
-    request.blend = blend_plan(head, await asyncio.to_thread(chunks), request.prompt)
+    found = await asyncio.to_thread(chunks)
+    # Looking for the chunks in a long prompt is CPU work: never on the event loop.
+    request.blend = await asyncio.to_thread(blend_plan, head, found, request.prompt)
 
 
 def with_citations(citations: list[dict[str, Any]]):  # noqa: ANN201
@@ -144,7 +146,7 @@ async def ask(collection_id: str, body: AskRequest, http: Request, services: Ser
         documents=question.documents,
     )
     if wants_blend(body.kv_reuse, services.settings.kv_reuse):
-        request.blend = blend_plan(head, question.chunks, request.prompt)
+        request.blend = await asyncio.to_thread(blend_plan, head, question.chunks, request.prompt)
     await finish_request(request, body, salt, "question")
     citations = [citation(c, question.scores[c.id]) for c in question.chunks]
     reply = Reply(
