@@ -214,6 +214,13 @@ class Settings(BaseSettings):
     doc_prefill_tokens: int = setting(1024, "--doc-prefill-tokens", group=DOCUMENTS, ge=0)
     """tokens of each new document (head + leading chunks) computed into the prefix cache while
     no request runs (0: off)"""
+    kv_reuse: Literal["prefix", "blend"] = setting("prefix", "--kv-reuse", group=DOCUMENTS)
+    """document requests' default KV reuse: prefix only, or chunk KV at any position (blend;
+    docs/blend.md); a request's `kv_reuse` overrides it"""
+    blend_sink_tokens: int = setting(
+        16, "--blend-sink-tokens", group=DOCUMENTS, engine=True, ge=0, le=1024
+    )
+    """tokens recomputed at the start of each chunk placed by blend (attention-sink repair)"""
 
     data_dir: str = setting("data", "--data-dir", group=STORAGE)
     """SQLite database (kvchat.db), media, indexes and slot files"""

@@ -72,7 +72,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         docs = Documents.build(settings, store, engine, prompter, tenant_salt)
         docs.start()
         media = MediaStore(media_root(settings), store)
-        questions = DocQuestions(docs, engine)
+        questions = DocQuestions(docs, engine, settings.kv_reuse)
         keys = KeyStore(store)
         app.state.services = Services(
             settings,

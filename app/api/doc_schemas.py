@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
@@ -56,6 +56,7 @@ class AskRequest(GenerationFields):
     score_threshold: float | None = Field(default=None, ge=-1.0, le=1.0)
     document_ids: list[str] | None = Field(default=None, max_length=1000)
     hybrid: bool = False
+    kv_reuse: Literal["prefix", "blend"] | None = None  # None: the server's --kv-reuse
     temperature: float = Field(default=0.0, ge=0.0, le=2.0)  # answers from sources: greedy
 
     def sampling(self, default_seed: int = -1) -> SamplingParams:

@@ -23,6 +23,8 @@ class RagOptions(BaseModel):
     document_ids: list[str] | None = Field(default=None, max_length=1000)
     score_threshold: float | None = Field(default=None, ge=-1.0, le=1.0)
     hybrid: bool = False
+    # Chunk KV reused at any position (blend) or along a cached prefix only; None: --kv-reuse.
+    kv_reuse: Literal["prefix", "blend"] | None = None
 
 
 class StreamOptions(BaseModel):

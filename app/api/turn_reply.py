@@ -119,6 +119,7 @@ async def reply_answer(
         documents=question.documents,
     )
     await finish_request(request, body, salt, "question")
+    request.blend = question.blend
     reply = Reply(
         ChatShape,
         "ask",

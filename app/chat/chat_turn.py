@@ -126,6 +126,8 @@ class ChatTurns:
         request.continuation = self.prompter.continuation
         request.session = session
         request.documents = documents
+        if rag is not None and citations and self.sources is not None:
+            await self.sources.blend(tenant, rag, citations, request)
         return Turn(request, "chat", on_end, citations=citations)
 
     async def _image_request(
@@ -192,6 +194,8 @@ class ChatTurns:
         request.continuation = self.prompter.continuation
         request.images = images
         request.documents = found.documents if found is not None else frozenset()
+        if ask.rag is not None and found is not None and self.sources is not None:
+            await self.sources.blend(tenant, ask.rag, found.citations, request)
         self.engine.validate(request)  # bad input changes nothing: checked before storing
         self.engine.check_room()  # nor does a full queue (the common case; submit checks again)
         user = await self._store_question(session.id, content, replace_from)

@@ -18,6 +18,7 @@ class RagAsk(Protocol):
     document_ids: list[str] | None
     score_threshold: float | None
     hybrid: bool
+    kv_reuse: str | None  # "prefix" | "blend"; None: the server's --kv-reuse
 
 
 @dataclass(slots=True)
@@ -34,4 +35,10 @@ class SourceFinder(Protocol):
         self, tenant: str, rag: RagAsk, query: str, history: list[Any]
     ) -> ChatSources:
         """history: the contents of the conversation's earlier user messages."""
+        ...
+
+    async def blend(
+        self, tenant: str, rag: RagAsk, citations: list[dict[str, Any]], request: Any
+    ) -> None:
+        """Set the request's blend plan when the turn blends its cited chunks' KV."""
         ...

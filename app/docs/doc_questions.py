@@ -7,15 +7,19 @@ citations (`/ask`), and the sources with citations of a chat turn that asks for 
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any, Protocol
 
 from app.chat.turn_sources import ChatSources, RagAsk
 from app.db.document_records import ChunkRecord, CollectionRecord
+from app.docs.blend_request import blend_plan, wants_blend
 from app.docs.chat_sources import Citation, citation, cited_before, sources_part
 from app.docs.doc_lookup import load_collection
 from app.docs.documents import Documents
 from app.docs.retrieval import DocQuestion, Retrieved, lay_out, search
 from app.engine.engine import Engine
+from app.engine.request import GenerationRequest
+from mm.token_sequence import TokenSequence
 
 
 class SearchOptions(Protocol):
@@ -28,9 +32,10 @@ class SearchOptions(Protocol):
 
 
 class DocQuestions:
-    def __init__(self, docs: Documents, engine: Engine) -> None:
+    def __init__(self, docs: Documents, engine: Engine, kv_reuse: str = "prefix") -> None:
         self.docs = docs
         self.engine = engine
+        self.kv_reuse = kv_reuse  # --kv-reuse: requests that do not say
 
     async def search(self, collection_id: str, query: str, options: SearchOptions) -> Retrieved:
         return await search(
@@ -53,6 +58,10 @@ class DocQuestions:
         found = await self.search(collection.id, question, options)
         head, tail = self.docs.prompts.parts(collection.system_prompt, question)
         laid_out = await lay_out(self.engine, head, tail, found, salt)
+        if wants_blend(getattr(options, "kv_reuse", None), self.kv_reuse):
+            # Looking for the chunks in a long prompt is CPU work: never on the event loop.
+            prompt = TokenSequence(laid_out.layout.tokens)
+            laid_out.blend = await asyncio.to_thread(blend_plan, head, laid_out.chunks, prompt)
         citations = [citation(c, laid_out.scores[c.id]) for c in laid_out.chunks]
         return laid_out, citations
 
@@ -73,3 +82,24 @@ class DocQuestions:
         # The KV of the whole history holds every document cited in it.
         documents = frozenset(before | {c["document_id"] for c in citations})
         return ChatSources(part, citations, documents)
+
+    async def blend(
+        self, tenant: str, rag: RagAsk, citations: list[dict[str, Any]], request: GenerationRequest
+    ) -> None:
+        """A chat or session turn with `rag` that blends (`kv_reuse`, else --kv-reuse): the plan
+        of where its prompt holds the cited chunks, after the first collection's document head."""
+        if not citations or not wants_blend(rag.kv_reuse, self.kv_reuse):
+            return
+        docs = self.docs
+        collection = await load_collection(docs, tenant, rag.collection_ids[0])
+        ids = [int(c["chunk_id"].removeprefix("chunk-")) for c in citations]
+
+        def chunks() -> list[ChunkRecord]:
+            found = docs.chunk_store.chunks_by_id(ids, docs.model_key)
+            docs.token_ids(found)
+            return found
+
+        head, _ = docs.prompts.parts(collection.system_prompt, "")
+        found = await asyncio.to_thread(chunks)
+        # Looking for the chunks in a long prompt is CPU work: never on the event loop.
+        request.blend = await asyncio.to_thread(blend_plan, head, found, request.prompt)

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 
 from app.db.document_records import ChunkRecord
 from app.docs.documents import Documents
+from app.engine.blend_plan import BlendPlan
 from app.engine.engine import Engine
 from rag.layout import Layout, LayoutChunk, build
 
@@ -29,6 +30,7 @@ class DocQuestion:
     chunks: list[ChunkRecord]  # in prompt order
     scores: dict[int, float]
     retrieval_ms: float
+    blend: BlendPlan | None = None  # where the prompt holds its chunks, when it blends
 
     @property
     def documents(self) -> frozenset[str]:

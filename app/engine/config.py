@@ -48,6 +48,8 @@ class EngineConfig:
     cache_dir: str | None = None  # disk tier: saved states survive a restart
     cache_disk_bytes: int = 0  # disk tier budget; 0 = no limit
     cache_reuse: int = 0  # min run to reuse by KV shifting (--cache-reuse); 0 = off
+    # Blend (app/engine/chunk_blend.py): tokens recomputed at the start of each placed chunk.
+    blend_sink_tokens: int = 16
     park_idle_slots: bool = False  # --cache-idle-slots (the server turns it on): idle KV to host
     # Sliding-window models: keep every position's KV in the SWA layers too, so any cached prefix
     # stays reusable, at the cost of more KV memory (docs/kv-reuse.md). Without it,

@@ -24,11 +24,13 @@ from collections.abc import Callable
 from concurrent.futures import Future
 from pathlib import Path
 
+from app.cache.chunk_kv import ChunkKv, model_fingerprint
 from app.cache.disk_cache import DiskCache
 from app.cache.host_cache import HostCache
 from app.cache.state_file import cached_fingerprint
 from app.engine.arrivals import Arrival, Arrivals
 from app.engine.background_pacer import BackgroundPacer
+from app.engine.chunk_blend import ChunkBlend
 from app.engine.config import EngineConfig
 from app.engine.engine_info import CacheStats, ModelInfo
 from app.engine.engine_loop import EngineLoop
@@ -83,6 +85,8 @@ class Engine:
             on_op=on_cache_op,
             prefill_tail=lambda slot: slot.prefill_tail(self.model, batch),
         )
+        chunks = ChunkKv(host, disk, model_fingerprint(config.model_path))
+        self.blend = ChunkBlend(self.model, chunks, config.blend_sink_tokens)
         self.vision = (  # opened on the engine thread by start()
             Vision(self.model, config.mmproj_path, config.n_threads, config.encoder_cache_bytes)
             if config.mmproj_path
@@ -113,6 +117,7 @@ class Engine:
             self.arrivals,
             self._wake,
             self.quiet,
+            self.blend,
         )
         self._thread: threading.Thread | None = None
 
@@ -174,6 +179,7 @@ class Engine:
         if self.vision is not None:
             self.vision.close()
         self.stepper.close()
+        self.blend.close()
         self.model.close()
 
     # --- submission (any thread) ----------------------------------------------------------------

@@ -15,6 +15,7 @@ import threading
 import time
 
 from app.engine.arrivals import Arrivals
+from app.engine.chunk_blend import ChunkBlend
 from app.engine.config import EngineConfig
 from app.engine.inbox import Inbox
 from app.engine.kv_compactor import KvCompactor
@@ -45,12 +46,14 @@ class EngineLoop:
         arrivals: Arrivals,
         wake: threading.Event,
         quiet: QuietGate,
+        blend: ChunkBlend,
     ) -> None:
         self.config, self.model, self.scheduler = config, model, scheduler
         self.reuse, self.stepper, self.compactor = reuse, stepper, compactor
         self.inbox, self.outbox, self.arrivals = inbox, outbox, arrivals
         self._wake = wake  # set by whatever gives the loop work
         self.quiet = quiet  # open while no client work is found (background workers wait)
+        self.blend = blend  # places a blend request's chunks after its prefix
         self.dead = False  # the loop died: nothing will be served any more
         self._last_busy = 0.0  # time.monotonic() when the last step with requests ended
         self._park_pending = False  # idle slots with KV to move to host memory after a step
@@ -172,6 +175,7 @@ class EngineLoop:
         sampler.accept_prompt(prompt.text_tokens(0, len(prompt)) if not prompt.has_media else [])
         slot.documents |= task.request.documents  # the KV now holds (or will hold) its chunks
         task.start(slot.id, n_cached, sampler, source)
+        self.blend.apply(task, slot)  # a blend request's chunks, placed after that prefix
         self.scheduler.bind(task, slot)
         task.on_close = lambda: self._closed(task, slot)
         if not task.prefilling:  # an exact repeat of the slot's last prompt

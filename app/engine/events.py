@@ -19,6 +19,10 @@ class Timings:
     # Submission -> first generated token, as the engine saw it (None: no token). Unstreamed
     # requests get their text only at the end, so this is their time to first token.
     ttft_ms: float | None = None
+    # Of cache_n: tokens placed from chunk KV (blend) and not computed for this request.
+    chunk_n: int = 0
+    kv_reuse: str | None = None  # blend | prefix, when the request asked for blend
+    kv_reuse_reason: str | None = None  # why blend fell back to prefix reuse
 
     def as_dict(self) -> dict[str, float | int]:
         def per_token(ms: float, n: int) -> float:
@@ -27,14 +31,22 @@ class Timings:
         def per_second(ms: float, n: int) -> float:
             return 1000.0 * n / ms if ms > 0 else 0.0
 
+        prefix_n = self.cache_n - self.chunk_n
+        reuse = {"kv_reuse": self.kv_reuse} if self.kv_reuse is not None else {}
+        if self.kv_reuse_reason is not None:
+            reuse["kv_reuse_reason"] = self.kv_reuse_reason
         return {
             "id_slot": self.slot,
             "cache_n": self.cache_n,
-            # cached tokens by where they came from
+            # cached tokens by where they came from; chunk: blended chunk KV
             "cache_sources": {
-                src: self.cache_n if src == self.cache_source else 0
-                for src in ("own_slot", "other_slot", "host", "disk")
+                **{
+                    src: prefix_n if src == self.cache_source else 0
+                    for src in ("own_slot", "other_slot", "host", "disk")
+                },
+                "chunk": self.chunk_n,
             },
+            **reuse,
             "prompt_n": self.prompt_n,
             "prompt_ms": round(self.prompt_ms, 3),
             "prompt_per_token_ms": round(per_token(self.prompt_ms, self.prompt_n), 3),

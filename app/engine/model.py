@@ -98,7 +98,12 @@ class Model:
         cparams.n_ctx = config.n_ctx
         cparams.n_batch = config.n_batch
         cparams.n_ubatch = config.n_ubatch
-        cparams.n_seq_max = config.n_parallel
+        # One sequence more than the slots: the scratch sequence where a chunk's KV is computed
+        # or restored before it is moved into a slot (app/engine/chunk_blend.py). Not with a
+        # window-only SWA cache, which cannot keep a moved chunk and whose size grows by a
+        # window per sequence.
+        window_only = llama_cpp.llama_model_n_swa(self._model) > 0 and not config.swa_full
+        cparams.n_seq_max = config.n_parallel + (0 if window_only else 1)
         cparams.n_threads = config.n_threads
         cparams.n_threads_batch = config.n_threads_batch or config.n_threads
         try:
@@ -122,7 +127,8 @@ class Model:
         self.path = config.model_path
         self.n_ctx = llama_cpp.llama_n_ctx(self._ctx)
         self.n_batch = llama_cpp.llama_n_batch(self._ctx)
-        self.n_seq_max = llama_cpp.llama_n_seq_max(self._ctx)
+        self.n_seq_max = config.n_parallel  # the slots
+        self.scratch_seq: int | None = None if window_only else config.n_parallel
         self.n_vocab = llama_cpp.llama_vocab_n_tokens(self._vocab)
         self._pieces: dict[int, bytes] = {}  # token (~token: special) -> its piece
         self._eog: dict[int, bool] = {}
@@ -261,6 +267,14 @@ class Model:
     def can_shift(self) -> bool:
         """Whether KV positions can be moved (needed by --cache-reuse)."""
         return bool(llama_cpp.llama_memory_can_shift(self._mem)) and self.n_swa <= 0
+
+    def blend_unsupported(self) -> str | None:
+        """Why chunk KV cannot be moved to another position in this memory (None: it can)."""
+        if self.n_swa > 0 and not self.swa_full:
+            return "the sliding-window cache (--no-swa-full) does not keep a placed chunk's KV"
+        if not llama_cpp.llama_memory_can_shift(self._mem) or self.scratch_seq is None:
+            return "the model's KV memory cannot shift positions"
+        return None
 
     def seq_shift(self, seq_id: int, p0: int, p1: int, delta: int) -> None:
         """Move positions [p0, p1) by delta (RoPE is re-applied to the keys)."""

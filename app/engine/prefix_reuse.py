@@ -98,7 +98,7 @@ class PrefixReuse:
                 self.park_idle(long, slot, tails=long)
             self._cut(slot, 0, salt)
             return 0, "none"
-        own = usable_prefix(prompt, slot.reusable_prefix(prompt, salt))
+        own = usable_prefix(prompt, slot.reusable_prefix(prompt, salt, task.request.approximate))
         if slot.repeat_logits(prompt, salt) is not None:
             own = len(prompt)  # an exact repeat: nothing to evaluate (Stepper.sample_repeat)
         donor, donor_n = self.scheduler.best_source(task, exclude=slot)
@@ -185,6 +185,10 @@ class PrefixReuse:
 
     def save(self, slot: Slot, keep: int) -> None:
         """Copy the slot's KV to host memory if keeping only `keep` tokens would lose enough."""
+        if slot.blended_from is not None:  # the tiers hold exact KV only
+            if keep > slot.blended_from:
+                return  # what is dropped is approximate; what is kept stays in the slot
+            slot.cut_to(slot.blended_from, self.model)
         tokens = slot.cache
         lost = len(tokens) - keep
         if lost < MIN_SAVE_TOKENS or (keep > 0 and lost < MIN_SAVE_SHARE * len(tokens)):

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from app.engine.blend_plan import BlendPlan
 from app.engine.sampler import SamplingParams
 from mm.mtmd_bridge import ImageChunk
 from mm.token_sequence import TokenSequence
@@ -39,6 +40,14 @@ class GenerationRequest:
     # admitted only while no client request waits or runs, never counted against --max-queue,
     # never timed out.
     background: bool = False
+    # `"kv_reuse": "blend"`: the chunks' KV is reused wherever the prompt places them
+    # (app/engine/chunk_blend.py); such a request also takes blended KV as a prefix.
+    blend: BlendPlan | None = None
+
+    @property
+    def approximate(self) -> bool:
+        """Whether blended (approximate) KV may serve this request."""
+        return self.blend is not None
 
     def check(
         self,

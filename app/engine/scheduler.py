@@ -111,8 +111,9 @@ class Scheduler:
         prompt = task.request.prompt
         if task.cache_prompt and len(prompt) > 0:
             best, best_lcp = None, 0
+            salt, approximate = task.request.cache_salt, task.request.approximate
             for slot in idle:
-                lcp = slot.reusable_prefix(prompt, task.request.cache_salt)
+                lcp = slot.reusable_prefix(prompt, salt, approximate)
                 if lcp > best_lcp:
                     best, best_lcp = slot, lcp
             if best is not None and best_lcp / len(prompt) >= self.similarity:
@@ -126,7 +127,8 @@ class Scheduler:
         best, best_n = None, 0
         for slot in self.slots:
             if slot is not exclude:
-                n = slot.reusable_prefix(task.request.prompt, task.request.cache_salt)
+                request = task.request
+                n = slot.reusable_prefix(request.prompt, request.cache_salt, request.approximate)
                 if n > best_n:
                     best, best_n = slot, n
         return best, best_n

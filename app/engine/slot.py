@@ -9,6 +9,10 @@ regenerated reply) then samples its first token from them and evaluates nothing,
 llama.cpp would need its last token decoded again. Invariant: those logits are what the model
 gives after the first `_logits_n` tokens of `cache`; whatever rewrites that part of the KV drops
 them (appending does not).
+
+Blended KV (app/engine/chunk_blend.py) is approximate: from `blended_from` on, the KV holds
+chunks computed apart and moved into place. Invariant: a request that wants exact reuse is never
+served a prefix past `blended_from`, and neither is a cache tier (`PrefixReuse.save`).
 """
 
 from __future__ import annotations
@@ -64,17 +68,22 @@ class Slot:
         self.documents: frozenset[str] = frozenset()
         self._logits: np.ndarray | None = None  # see the module's second invariant
         self._logits_n = 0
+        self.blended_from: int | None = None  # first approximate token of `cache`; None: exact
 
     @property
     def idle(self) -> bool:
         return self.task is None
 
-    def reusable_prefix(self, prompt: TokenSequence, salt: str) -> int:
-        """How much of `prompt` this slot's KV can serve (before the one-token rule).
+    def reusable_prefix(self, prompt: TokenSequence, salt: str, approximate: bool = False) -> int:
+        """How much of `prompt` this slot's KV can serve (before the one-token rule); blended
+        KV only to a request that takes `approximate` KV (a blend request).
 
         KV cached under another tenant's salt serves nothing: no cross-tenant timing signal.
         """
-        return self.cache.common_prefix(prompt) if salt == self.salt else 0
+        n = self.cache.common_prefix(prompt) if salt == self.salt else 0
+        if not approximate and self.blended_from is not None:
+            n = min(n, self.blended_from)
+        return n
 
     def keep_logits(self, logits: np.ndarray) -> None:
         """The logits of the last prompt token, just decoded: `cache` ends with that prompt."""
@@ -102,6 +111,8 @@ class Slot:
         if n == 0:
             model.seq_clear(self.id)
             self.documents = frozenset()
+        if self.blended_from is not None and n <= self.blended_from:
+            self.blended_from = None
         self._drop_logits_past(n)
         self.cache.keep_first(n)
         return n
@@ -114,6 +125,8 @@ class Slot:
         returned length is left for `cut_to`. Returns the new reusable length (< len(prompt)).
         """
         if min_chunk <= 0 or self.cache.has_media or prompt.has_media or not model.can_shift:
+            return n
+        if self.blended_from is not None:  # the runs it would move may be approximate
             return n
         cache = list(self.cache.tokens)
         wanted = prompt.text_tokens(0, len(prompt))
@@ -155,6 +168,8 @@ class Slot:
         self.cache.keep_first(n)
         self.salt = donor.salt
         self.documents = donor.documents
+        blended = donor.blended_from
+        self.blended_from = blended if blended is not None and blended < n else None
 
     def prefill_tail(self, model: Model, batch: Batch) -> None:
         """Decode the pending tail into the KV now (between steps, engine thread), so that the
@@ -174,6 +189,7 @@ class Slot:
         self.salt = ""
         self.session = None
         self.documents = frozenset()
+        self.blended_from = None
         self._drop_logits_past(0)
         model.seq_clear(self.id)
         self.cache = TokenSequence()

@@ -56,6 +56,9 @@ class Task:
         self._held_logprobs: list[TokenLogprob] = []
         self.slot_id = -1
         self.cache_source = "none"  # where the cached prefix came from: own_slot, other_slot
+        self.chunk_n = 0  # of n_cached: placed from chunk KV (blend), not computed
+        self.kv_reuse: str | None = None  # blend | prefix when the request asked for blend
+        self.kv_reuse_reason: str | None = None  # why blend fell back
         self.deadline: float | None = None  # time.monotonic() past which the request fails
         self.t_queued = time.perf_counter()
         self.t_start = 0.0
@@ -172,6 +175,9 @@ class Task:
             slot=self.slot_id,
             cache_source=self.cache_source,
             ttft_ms=(self.t_first - self.t_queued) * 1000.0 if self.t_first else None,
+            chunk_n=self.chunk_n,
+            kv_reuse=self.kv_reuse,
+            kv_reuse_reason=self.kv_reuse_reason,
         )
 
     def _close(self) -> None:

@@ -1,0 +1,167 @@
+"""`ChunkBlend`: a blend request's chunks placed into its slot from their own KV (EPIC-style).
+
+At admission, after prefix reuse put the longest exact prefix into the slot, each chunk of the
+request's `BlendPlan` that lies after it is placed in prompt order:
+1. its KV (head + chunk, computed once on its own after the collection's head) is restored into
+   the scratch sequence from the host or disk tier, or computed there and kept (app/cache/
+   chunk_kv.py);
+2. the prompt tokens before the chunk and the chunk's first k tokens (the attention-sink
+   repair: they are computed seeing the real prefix, not the head alone) are decoded into the
+   slot;
+3. the rest of the chunk's cells are shifted to the chunk's position (llama_memory_seq_add) and
+   shared into the slot (llama_memory_seq_cp over that position range).
+What follows the last placed chunk (the question) is left to the scheduler, as any prompt.
+llama.cpp takes a sequence's batch only at positions after those it holds, which is why each
+chunk's repair is decoded before its cells go in: one small decode per placed chunk.
+
+Where the memory cannot shift (recurrent state, a sliding-window cache without --swa-full) the
+request keeps its prefix reuse and the task says why (`timings.kv_reuse_reason`).
+Engine thread only; like prefix reuse it runs between steps, so streams wait for it.
+"""
+
+from __future__ import annotations
+
+from app.cache.chunk_kv import ChunkKv
+from app.engine.blend_plan import ChunkSpan
+from app.engine.model import Model
+from app.engine.slot import Slot
+from app.engine.task import Task
+
+
+class ChunkBlend:
+    def __init__(self, model: Model, chunks: ChunkKv, sink_tokens: int) -> None:
+        self.model = model
+        self.chunks = chunks
+        self.sink_tokens = sink_tokens  # k: tokens recomputed at the start of each placed chunk
+        self.scratch = model.scratch_seq
+        self._batch = model.new_batch()
+        self._head_in_scratch = False  # the scratch sequence holds the head at 0..len(head)-1
+        self.stats = {"placed": 0, "computed": 0, "tokens": 0}
+
+    def close(self) -> None:
+        self._batch.close()
+
+    def unsupported(self, task: Task) -> str | None:
+        if task.request.prompt.has_media:
+            return "the prompt holds images"
+        if not task.cache_prompt:
+            return "cache_prompt is off"
+        return self.model.blend_unsupported()
+
+    def apply(self, task: Task, slot: Slot) -> None:
+        """Place the task's chunks after what its slot holds (`task.n_done` tokens); moves the
+        task's progress past the last placed chunk."""
+        plan = task.request.blend
+        if plan is None:
+            return
+        reason = self.unsupported(task)
+        if reason is not None:
+            task.kv_reuse, task.kv_reuse_reason = "prefix", reason
+            return
+        task.kv_reuse = "blend"
+        prompt = task.request.prompt
+        tokens = prompt.text_tokens(0, len(prompt))
+        k = self.sink_tokens
+        last = len(prompt) - 1  # the last prompt token is the step's: it gives the logits
+        cur = task.n_done
+        # Blended KV a blend request took as its prefix counts as chunk KV too.
+        reused = cur - slot.blended_from if slot.blended_from is not None else 0
+        placed = 0
+        try:
+            for whole in plan.spans:
+                span = whole.after(cur)  # the prefix may hold its first tokens
+                if span.end > last or span.length <= k:
+                    continue  # held by the prefix already, or not worth placing
+                loaded = self._load(task.request.cache_salt, plan.head, span)
+                if loaded is None:
+                    continue  # no room to compute it: it is computed with the prompt
+                n_head, fresh = loaded
+                if not self._decode_into(slot, tokens, cur, span.start + k):
+                    break
+                cur = span.start + k
+                self._place(slot, span, n_head, cur)
+                slot.cache.extend(tokens[cur : span.end])
+                if slot.blended_from is None:
+                    slot.blended_from = cur
+                if not fresh:  # computed just now, for this request: not cached tokens
+                    placed += span.end - cur
+                cur = span.end
+        finally:
+            self.model.seq_clear(self.scratch)
+            self._head_in_scratch = False
+        task.n_done = len(slot.cache)  # what was decoded or placed (a decode may stop early)
+        task.n_cached += placed
+        task.chunk_n = placed + max(reused, 0)
+        self.stats["tokens"] += placed
+
+    def _load(self, salt: str, head: list[int], span: ChunkSpan) -> tuple[int, bool] | None:
+        """Head + the span's whole chunk into the scratch sequence (positions 0..), from a tier
+        or computed and kept; returns (the head's length, whether it was computed now), None
+        when the KV has no room."""
+        state = self.chunks.get(salt, head, span.tokens)
+        if state is not None:
+            if not self.model.state_restore(self.scratch, state.data):
+                self._clear_scratch()
+                return None
+            self._head_in_scratch = True
+            self.stats["placed"] += 1
+            return len(head), False
+        if not self._head_in_scratch:
+            self.model.seq_clear(self.scratch)
+            if not self._decode_seq(self.scratch, head, 0):
+                self._clear_scratch()
+                return None
+            self._head_in_scratch = True
+        else:
+            self.model.seq_rm(self.scratch, len(head), -1)
+        if not self._decode_seq(self.scratch, list(span.tokens), len(head)):
+            self._clear_scratch()
+            return None
+        pool = self.chunks.host.pool
+        blob = pool.take(self.model.state_size(self.scratch))
+        blob.n_bytes = self.model.state_save_into(self.scratch, blob.buf)
+        self.chunks.put(salt, head, span.tokens, blob, span.document_id)
+        self.stats["computed"] += 1
+        self.stats["placed"] += 1
+        return len(head), True
+
+    def _place(self, slot: Slot, span: ChunkSpan, n_head: int, first: int) -> None:
+        """Move the chunk's cells in the scratch sequence to the span's positions and share
+        those from `first` to the span's end into the slot."""
+        model, scratch = self.model, self.scratch
+        at = span.start - span.offset  # where the chunk's first token lands
+        if first < n_head or at < n_head:  # shifted cells would meet the head's positions
+            model.seq_rm(scratch, 0, n_head)
+            self._head_in_scratch = False
+        delta = at - n_head
+        if delta:
+            model.seq_shift(scratch, n_head, n_head + len(span.tokens), delta)
+        model.seq_cp(scratch, slot.id, first, span.end)
+        if self._head_in_scratch:
+            model.seq_rm(scratch, n_head, -1)
+        else:
+            model.seq_clear(scratch)
+
+    def _decode_into(self, slot: Slot, tokens: list[int], a: int, b: int) -> bool:
+        """Decode prompt positions [a, b) into the slot (a == what it holds); False, with
+        nothing of them left in the KV, when there is no room."""
+        for i in range(a, b, self.model.n_batch):
+            j = min(b, i + self.model.n_batch)
+            if not self._decode_seq(slot.id, tokens[i:j], i):
+                self.model.seq_rm(slot.id, len(slot.cache), -1)
+                return False
+            slot.cache.extend(tokens[i:j])
+        return True
+
+    def _decode_seq(self, seq: int, tokens: list[int], pos: int) -> bool:
+        for i in range(0, len(tokens), self.model.n_batch):
+            run = tokens[i : i + self.model.n_batch]
+            self._batch.clear()
+            self._batch.add_run(run, pos + i, seq)
+            if self.model.decode(self._batch) != 0:
+                return False
+        return True
+
+    def _clear_scratch(self) -> None:
+        self.model.seq_clear(self.scratch)
+        self._head_in_scratch = False

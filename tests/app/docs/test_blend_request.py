@@ -1,0 +1,145 @@
+"""Blend through the real server: `"kv_reuse": "blend"` on /ask, chat `rag` and session turns."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+
+from tests.app.api.routes.test_documents import (
+    CATS,
+    ROCKETS,
+    VOLCANO,
+    call,
+    new_collection,
+    tail_tokens,
+    upload_text,
+)
+from tests.server import ServerProcess
+
+K = 8
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory) -> Iterator[ServerProcess]:
+    data = tmp_path_factory.mktemp("data")
+    cache = tmp_path_factory.mktemp("kv")
+    args = ["-np", "2", "-c", "4096", "--data-dir", str(data), "--cache-dir", str(cache)]
+    # Only what these tests ask is cached: no document prefill at ingest.
+    args += ["--doc-prefill-tokens", "0", "--blend-sink-tokens", str(K)]
+    with ServerProcess(*args) as srv:
+        yield srv
+
+
+@pytest.fixture(scope="module")
+def docs(server: ServerProcess) -> dict:
+    col = new_collection(server, "blend")
+    named = {"cats": CATS, "rockets": ROCKETS, "volcano": VOLCANO}
+    ids = {
+        name: upload_text(server, col, f"{name}.txt", text)["id"] for name, text in named.items()
+    }
+    return {"col": col, **ids}
+
+
+def ask(server: ServerProcess, col: str, question: str, ids: list[str], **body) -> dict:
+    r = call(
+        server,
+        "POST",
+        f"/v1/collections/{col}/ask",
+        json={
+            "question": question,
+            "document_ids": ids,
+            "top_k": len(ids),
+            "max_tokens": 2,
+            "temperature": 0,
+            "kv_reuse": "blend",
+            **body,
+        },
+    )
+    assert r.status_code == 200, r.text
+    return r.json()
+
+
+def test_a_new_combination_computes_k_tokens_per_chunk_and_the_question(server, docs):
+    col = docs["col"]
+    first = ask(server, col, "How long do cats sleep?", [docs["cats"], docs["rockets"]])
+    # Chunks met for the first time are computed (each on its own): nothing is cached.
+    assert first["timings"]["kv_reuse"] == "blend"
+    assert first["timings"]["cache_sources"]["chunk"] == 0
+    assert first["usage"]["prompt_tokens_details"]["cached_tokens"] == 0
+    ask(server, col, "Where is Etna?", [docs["volcano"]])
+    question = "Which rocket went near the volcano?"
+    new = ask(server, col, question, [docs["volcano"], docs["rockets"]])
+    t, usage = new["timings"], new["usage"]
+    assert t["cache_sources"]["chunk"] > 0
+    # Computed: k tokens of each placed chunk (at most two), and what follows them.
+    assert t["prompt_n"] <= 2 * K + tail_tokens(server, question)
+    assert usage["prompt_tokens_details"]["cached_tokens"] == usage["prompt_tokens"] - t["prompt_n"]
+    # The same prompt with prefix reuse only: no blended KV serves it.
+    exact = ask(server, col, question, [docs["volcano"], docs["rockets"]], kv_reuse="prefix")
+    assert "kv_reuse" not in exact["timings"] and exact["timings"]["cache_sources"]["chunk"] == 0
+    assert exact["timings"]["prompt_n"] > t["prompt_n"] + t["cache_sources"]["chunk"] // 2
+
+
+def test_another_tenant_never_gets_the_chunks(server, docs):
+    col = docs["col"]
+    ids = [docs["cats"], docs["volcano"]]
+    ask(server, col, "What purrs?", ids, cache_salt="tenant-a")
+    other = ask(server, col, "What purrs?", ids, cache_salt="tenant-b")
+    assert other["timings"]["cache_sources"]["chunk"] == 0
+    assert other["usage"]["prompt_tokens_details"]["cached_tokens"] == 0
+
+
+def test_deleting_a_document_purges_its_chunk_kv_from_every_tier(server):
+    col = new_collection(server, "blend-forget")
+    doc = upload_text(server, col, "tea.txt", VOLCANO + " Tea grows on its slopes.")
+    question = "What grows on Etna?"
+    ask(server, col, question, [doc["id"]])
+    again = ask(server, col, "What grows there?", [doc["id"]])
+    assert again["timings"]["cache_sources"]["chunk"] + again["timings"]["prompt_n"] > 0
+    assert call(server, "DELETE", f"/v1/documents/{doc['id']}").status_code == 200
+    # The same text again: the same chunk tokens, so the same chunk key. Had the host or the
+    # disk tier kept the deleted document's chunk KV, it would be placed.
+    same = upload_text(server, col, "tea.txt", VOLCANO + " Tea grows on its slopes.")
+    cold = ask(server, col, "What grows on the slopes?", [same["id"]], cache_salt="fresh")
+    assert cold["timings"]["cache_sources"]["chunk"] == 0
+    warm = ask(server, col, "What grows on the slopes?", [same["id"]], cache_salt="fresh2")
+    assert warm["timings"]["cache_sources"]["chunk"] == 0  # another tenant: computed again
+
+
+def test_chat_and_session_turns_blend_their_sources(server, docs):
+    rag = {
+        "collection_ids": [docs["col"]],
+        "document_ids": [docs["cats"], docs["rockets"]],
+        "top_k": 2,
+        "kv_reuse": "blend",
+    }
+    ask(server, docs["col"], "Tell me.", [docs["cats"], docs["rockets"]])  # chunks computed
+    chat = call(
+        server,
+        "POST",
+        "/v1/chat/completions",
+        json={
+            "messages": [{"role": "user", "content": "What did the Saturn V burn?"}],
+            "max_tokens": 2,
+            "rag": rag,
+        },
+    ).json()
+    assert chat["timings"]["kv_reuse"] == "blend"
+    assert chat["timings"]["cache_sources"]["chunk"] > 0
+    sid = call(server, "POST", "/v1/sessions", json={}).json()["id"]
+    r = call(
+        server,
+        "POST",
+        f"/v1/sessions/{sid}/messages",
+        json={"content": "What purrs?", "rag": rag, "max_tokens": 2, "temperature": 0},
+    )
+    assert r.status_code == 200, r.text
+    assert r.json()["timings"]["cache_sources"]["chunk"] > 0
+    bad = call(
+        server,
+        "POST",
+        f"/v1/sessions/{sid}/messages",
+        json={"content": "x", "rag": {**rag, "kv_reuse": "always"}},
+    )
+    assert bad.status_code == 400 and "kv_reuse" in bad.text
