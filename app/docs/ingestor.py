@@ -7,8 +7,9 @@ to the collection's index. A failure marks the document `error` with the reason;
 re-queues documents left `queued` or `processing` (nothing of them was stored yet).
 
 Embedding is background work on cores the engine needs: before each batch the worker waits
-until no client request is being received, queued or run (`wait_for_quiet`), and a batch is
-small, so a request that arrives meanwhile shares the cores with at most one batch.
+until no client request is being received, queued or run (`wait_for_quiet`), and its batches are
+paced to take at most `EMBED_BATCH_S` (`BackgroundPacer`, from the measured rate), so a request
+that arrives meanwhile shares the cores with one short batch at most.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from __future__ import annotations
 import logging
 import queue
 import threading
+import time
 from collections.abc import Callable
 
 import numpy as np
@@ -23,6 +25,7 @@ import numpy as np
 from app.db.chunk_store import ChunkStore
 from app.db.document_records import CollectionRecord, NewChunk
 from app.docs.library import DocLibrary
+from app.engine.background_pacer import BackgroundPacer
 from rag.chunker import Chunker
 from rag.layout import chunk_text
 from rag.loader import LoadedDocument
@@ -31,7 +34,13 @@ log = logging.getLogger(__name__)
 
 Tokenize = Callable[[str], list[int]]
 WaitForQuiet = Callable[[], object]  # blocks while client requests are served
-EMBED_BATCH = 8
+EMBED_BATCH = 8  # chunks per batch where nothing else runs (the command-line ingest)
+EMBED_BATCH_S = 0.05  # longest one embedding batch of the server's worker should take
+
+
+def embed_pacer() -> BackgroundPacer:
+    """Sizes the server's embedding batches (in chunks) to about EMBED_BATCH_S each."""
+    return BackgroundPacer(EMBED_BATCH_S, capacity=4 * EMBED_BATCH, minimum=1)
 
 
 def ingest_document(
@@ -42,8 +51,10 @@ def ingest_document(
     document_id: str,
     progress: Callable[[int, int], None] | None = None,
     wait_for_quiet: WaitForQuiet = lambda: None,
+    pacer: BackgroundPacer | None = None,
 ) -> CollectionRecord | None:
-    """Ingest one stored document; its collection when it became ready. Raises on failure."""
+    """Ingest one stored document; its collection when it became ready. Raises on failure.
+    `pacer`: sizes the embedding batches (None: EMBED_BATCH chunks each)."""
     found = store.ingest_input(document_id)
     if found is None:
         return None  # deleted meanwhile
@@ -60,12 +71,16 @@ def ingest_document(
         tokenize(chunk_text(first + c.ordinal, doc.filename, c.page, c.text)) for c in chunks
     ]
     embedder = library.embedder()
-    vectors = []
-    for start in range(0, len(chunks), EMBED_BATCH):
-        batch = chunks[start : start + EMBED_BATCH]
+    vectors, done = [], 0
+    while done < len(chunks):
         wait_for_quiet()
+        size = pacer.tokens() if pacer is not None else EMBED_BATCH
+        batch = chunks[done : done + size]
+        t0 = time.perf_counter()
         vectors.append(embedder.embed([c.text for c in batch]))
-        done = start + len(batch)
+        if pacer is not None:
+            pacer.observe(len(batch), time.perf_counter() - t0)
+        done += len(batch)
         store.set_progress(document_id, "processing", done, len(chunks))
         if progress is not None:
             progress(done, len(chunks))
@@ -93,6 +108,7 @@ class Ingestor:
     ) -> None:
         self.store, self.library, self.tokenize, self.model = store, library, tokenize, model
         self.wait_for_quiet = wait_for_quiet
+        self.pacer = embed_pacer()  # keeps its measured rate from one document to the next
         self._queue: queue.Queue[str | None] = queue.Queue()
         self._thread: threading.Thread | None = None
         # Called (on the worker) with each document that became ready and its collection.
@@ -123,6 +139,7 @@ class Ingestor:
                     self.model,
                     document_id,
                     wait_for_quiet=self.wait_for_quiet,
+                    pacer=self.pacer,
                 )
                 if collection is not None and self.on_ready is not None:
                     self.on_ready(collection, document_id)

@@ -6,7 +6,8 @@ to end. The pacer sizes background batches so that one takes at most `budget_s`:
 running estimate of the background prefill rate (tokens per second, measured on the batches it
 sized) and gives `rate * budget_s` tokens, between `MIN_TOKENS` and the batch capacity. The
 rate depends on the machine, the model and the context already held, so it is measured, never
-assumed; the first batch is `MIN_TOKENS`.
+assumed; the first batch is `MIN_TOKENS`. The ingestion worker paces its embedding batches (in
+chunks, not tokens) with one too.
 """
 
 from __future__ import annotations
@@ -24,10 +25,11 @@ class BackgroundPacer:
     budget_s: float  # longest one background batch should take (> 0)
     capacity: int  # the batch's size (-b)
     rate: float = 0.0  # tokens per second of recent background batches; 0: not measured yet
+    minimum: int = MIN_TOKENS  # fewest tokens (or items) in a batch
 
     def tokens(self) -> int:
         """Tokens the next background batch may carry."""
-        least = min(MIN_TOKENS, self.capacity)
+        least = min(self.minimum, self.capacity)
         if self.rate <= 0:
             return least
         return max(least, int(min(self.capacity, self.rate * self.budget_s)))

@@ -18,6 +18,7 @@ from app.db.document_records import CollectionRecord
 from app.db.document_store import DocumentStore
 from app.db.store import Store
 from app.docs.ingestor import EMBED_BATCH, Ingestor, ingest_document
+from app.engine.background_pacer import BackgroundPacer
 from rag.layout import chunk_text
 
 MODEL = "test-model-key"
@@ -210,3 +211,23 @@ def test_stored_token_ids_spell_the_chunk_with_its_header_in_the_chat_model(
     finally:
         rig.store.close()
         model.close()
+
+
+def test_the_servers_worker_paces_embedding_and_waits_for_quiet_before_each_batch(rig: Rig):
+    doc = rig.add(paragraphs(20))
+    batches = rig.library.embedder_.batches
+    waits: list[int] = []  # how many batches were embedded at each wait
+    pacer = BackgroundPacer(0.05, capacity=32, minimum=1)
+    ingest_document(
+        rig.chunks,
+        rig.library,
+        rig.tokenize,
+        MODEL,
+        doc,
+        wait_for_quiet=lambda: waits.append(len(batches)),
+        pacer=pacer,
+    )
+    # One chunk first (no rate measured yet), then as many as the measured rate allows.
+    assert batches[0] == 1 and sum(batches) == 20 and len(batches) < 20
+    assert waits == list(range(len(batches)))
+    assert rig.status(doc) == ("ready", None)
