@@ -7,8 +7,9 @@ batching): a long prompt never stalls the streams that are already generating.
 Background work (a document's prefill into the prefix cache, an idle slot's next-turn boundary)
 goes only into steps that carry no client work, in batches no larger than the engine allows
 (`background` tokens, sized so one llama_decode, which cannot be interrupted, stays short). At
-most one background task holds a slot; a client task that finds no idle slot takes the
-background task's slot (the task goes back to the queue, and what it computed stays cached).
+most one background task holds a slot, and only while no client task waits: a client's arrival
+sends it back to the queue (what it computed stays cached, and its slot's KV is parked like an
+idle slot's), so a client never waits for its slot nor decodes above its cells.
 """
 
 from __future__ import annotations
@@ -152,7 +153,10 @@ class Scheduler:
 
         A task whose prefix another task is computing right now waits for it (it does not block
         the tasks behind it) and then copies it from that slot's KV. Background tasks go only
-        while no client task waits or runs: they never take compute or a slot from one."""
+        while no client task waits or runs: they never take compute, a slot or KV cells from
+        one (a client in the queue sends the running background task back to it first)."""
+        if any(not t.request.background for t in self.waiting):
+            self._pause_background()
         busy = self.busy_with_clients
         background_running = any(t.request.background for t in self.active)
         for task in self.waiting:
@@ -163,8 +167,6 @@ class Scheduler:
             if self._awaits_shared_prefill(task):
                 continue
             slot = self.choose_slot(task)
-            if slot is None and not task.request.background:
-                slot = self._preempt_background(task)
             if slot is not None:
                 self.waiting.remove(task)
                 return task, slot
@@ -175,20 +177,17 @@ class Scheduler:
         """A client task waits or runs (background tasks are not clients)."""
         return any(not t.request.background for t in (*self.waiting, *self.active))
 
-    def _preempt_background(self, task: Task) -> Slot | None:
-        """Give a client task that finds no idle slot the slot of a running background task,
-        which goes back to the front of the queue; the slot keeps what it computed, so the
-        background task resumes from there (or from host memory). None: no such slot."""
-        if task.request.id_slot is not None:
-            victim = self.slots[task.request.id_slot].task
-        else:
-            victim = next((t for t in self.active if t.request.background), None)
-        if victim is None or not victim.request.background or victim.done or victim.n_generated:
-            return None
-        self.release(victim)
-        victim.requeue()
-        self.waiting.appendleft(victim)
-        return self.choose_slot(task)
+    def _pause_background(self) -> None:
+        """Send running background tasks back to the front of the queue, their slots idle: a
+        client may take the slot, and admitting it parks the slot's KV to host memory like any
+        idle slot's, so the client's cells are not placed above it (every decode attends over
+        the cells up to the highest in use). What a task computed stays cached: it resumes from
+        there. A task that has handed a token to its sink already runs to its end."""
+        for task in [t for t in self.active if t.request.background]:
+            if not task.done and not task.n_generated:
+                self.release(task)
+                task.requeue()
+                self.waiting.appendleft(task)
 
     def bind(self, task: Task, slot: Slot) -> None:
         """The slot now serves the task; it alone holds the task's conversation from now on."""

@@ -128,9 +128,13 @@ def test_a_step_carries_background_work_only_when_no_client_waits_or_runs():
         nxt = s.next_admission()
         assert nxt is not None and nxt[0] is client
         s.bind(client, nxt[1])
-        planned = s.plan(batch, background=8)
-        assert [p.task for p in planned] == [client]
+        # Admitting the client sent the background task back to the queue.
+        assert list(s.waiting) == [bg] and s.active == [client]
+        assert [p.task for p in s.plan(batch, background=8)] == [client]
         s.release(client)
+        again = s.next_admission()
+        assert again is not None and again[0] is bg
+        s.bind(bg, again[1])
         assert [p.task for p in s.plan(batch, background=8)] == [bg]
     finally:
         batch.close()
@@ -148,7 +152,7 @@ def test_only_one_background_task_holds_a_slot():
     assert list(s.waiting) == [b]
 
 
-def test_a_client_that_finds_no_idle_slot_takes_the_background_tasks_slot():
+def test_a_client_in_the_queue_sends_the_background_task_back_and_may_take_its_slot():
     s = Scheduler(1, similarity=0.1)
     bg = background_task(list(range(100, 140)))
     s.enqueue(bg)
@@ -173,4 +177,4 @@ def test_a_background_task_that_has_generated_is_not_preempted():
     s.bind(bg, s.next_admission()[1])
     bg.n_generated = 1  # something was already handed to its sink
     s.enqueue(task([4, 5]))
-    assert s.next_admission() is None
+    assert s.next_admission() is None and s.active == [bg]
