@@ -139,7 +139,7 @@ def test_wait_for_quiet_blocks_while_a_client_request_runs(model_path: str):
         sink = Recorder()
         first = threading.Event()
         request = GenerationRequest(
-            prompt_of(eng, "Count to ninety."), GREEDY, max_tokens=64, ignore_eos=True
+            prompt_of(eng, "Count to ninety."), GREEDY, max_tokens=256, ignore_eos=True
         )
 
         def on_event(event: Event) -> None:
@@ -150,7 +150,7 @@ def test_wait_for_quiet_blocks_while_a_client_request_runs(model_path: str):
         eng.submit(request, on_event)
         assert first.wait(60)
         assert not eng.wait_for_quiet(timeout=0)  # the request is generating
-        assert sink.finished.completion_tokens == 64
+        assert sink.finished.completion_tokens == 256
         assert eng.wait_for_quiet(timeout=30)
         # A background request does not count as a client.
         eng.submit(
