@@ -218,7 +218,7 @@ class Engine:
             task.deadline = time.monotonic() + self.config.request_timeout
         check = None if request.background else self._check_queue_room
         if not request.background:
-            self.quiet.clear()
+            self.quiet.set(False)
         self.inbox.put_task(task, check, arrival)
         return task
 

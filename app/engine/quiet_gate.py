@@ -26,14 +26,12 @@ class QuietGate:
         self._waiting = 0  # threads in `wait`, under _lock
 
     def set(self, quiet: bool) -> None:
-        """The engine loop's finding: no client work (True), or some."""
+        """No client work (True: the engine loop's finding), or some (a client task was just
+        submitted, or the loop found one)."""
         if quiet:
             self._open.set()
         else:
             self._open.clear()
-
-    def clear(self) -> None:
-        self._open.clear()
 
     @property
     def quiet(self) -> bool:
