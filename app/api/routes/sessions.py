@@ -25,19 +25,26 @@ from app.engine.request import RequestError
 router = APIRouter(prefix="/v1/sessions")
 
 
-def _citations_of(m: MessageRecord | None) -> list[dict[str, Any]] | None:
-    """The citations of a user message's sources part (a `rag` turn), if it has one."""
+def _sources_of(m: MessageRecord | None) -> tuple[str, list[dict[str, Any]]] | None:
+    """A `rag` turn's user message: (the user's own words, the citations of its sources).
+
+    The sources are the text part the server put before the user's words, marked with its
+    `citations` (app/docs/chat_sources.py); the stored content is what the model saw and stays
+    as it is (the next turn's prompt is rebuilt from it token for token)."""
     if m is None or m.role != "user" or not isinstance(m.content, list):
         return None
-    for part in m.content:
-        if isinstance(part, dict) and part.get("citations"):
-            return part["citations"]
-    return None
+    parts = [p for p in m.content if isinstance(p, dict)]
+    marked = [p["citations"] for p in parts if p.get("citations")]
+    if not marked:
+        return None
+    own = "".join(p["text"] for p in parts if p.get("type") == "text" and not p.get("citations"))
+    return own, marked[0]
 
 
 def _message_json(m: MessageRecord, asked: MessageRecord | None = None) -> dict[str, Any]:
-    """A stored message; a reply to a `rag` turn carries that turn's citations, as the reply
-    of `/v1/chat/completions` with `rag` does."""
+    """A stored message. A `rag` turn's user message also carries the user's own words
+    (`question`) and its sources (`citations`) apart from its content; its reply carries the
+    same citations, as the reply of `/v1/chat/completions` with `rag` does."""
     out = {
         "id": m.id,
         "seq": m.seq,
@@ -56,9 +63,12 @@ def _message_json(m: MessageRecord, asked: MessageRecord | None = None) -> dict[
         "timings": m.timings,
         "created_at": m.created_at.isoformat(),
     }
-    citations = _citations_of(asked) if m.role == "assistant" else None
-    if citations is not None:
-        out["citations"] = citations
+    own = _sources_of(m)
+    if own is not None:
+        out["question"], out["citations"] = own
+    asked_sources = _sources_of(asked) if m.role == "assistant" else None
+    if asked_sources is not None:
+        out["citations"] = asked_sources[1]
     return out
 
 

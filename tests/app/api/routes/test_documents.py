@@ -372,6 +372,32 @@ def test_session_follow_up_reuses_the_whole_history(server, library):
     assert stored == [first["choices"][0]["message"]["citations"], again]
 
 
+def test_a_session_document_turn_comes_back_with_the_users_words_apart(server, library):
+    sid = call(server, "POST", "/v1/sessions", json={}).json()["id"]
+    question = "How many engines did the Saturn V have?"
+
+    def turn(rag: dict | None) -> dict:
+        body = {"content": question, "max_tokens": 2, "temperature": 0}
+        r = call(server, "POST", f"/v1/sessions/{sid}/messages", json={**body, "rag": rag})
+        assert r.status_code == 200, r.text
+        return r.json()
+
+    cited = turn({"collection_ids": [library["col"]], "top_k": 1})["choices"][0]["message"]
+    turn(None)
+    asked, reply, plain, _ = call(server, "GET", f"/v1/sessions/{sid}").json()["messages"]
+    # The user's own words and the sources, apart, as the reply cited them.
+    assert asked["question"] == question
+    assert asked["citations"] == reply["citations"] == cited["citations"]
+    assert [c["document_id"] for c in asked["citations"]] == [library["rockets"]["id"]]
+    # The content stays what the model saw: the sources part, then the user's words.
+    sources, words = asked["content"]
+    assert sources["text"].startswith("Sources:") and "five F-1 engines" in sources["text"]
+    assert words == {"type": "text", "text": question}
+    # A turn without `rag` has neither.
+    assert plain["content"] == question
+    assert "question" not in plain and "citations" not in plain
+
+
 def test_a_restart_resumes_documents_left_unfinished(tmp_path):
     args = ["-np", "1", "-c", "2048", "--data-dir", str(tmp_path)]
     srv = ServerProcess(*args).start()
