@@ -93,6 +93,7 @@ export async function saveSettings(id, system_prompt, sampling) {
 export async function deleteSession(id) {
   await api.deleteSession(id);
   localStorage.removeItem(`rag:${id}`);
+  localStorage.removeItem(`kvReuse:${id}`);
   if (currentId.value === id) {
     current.value = null;
     history.replaceState(null, "", "#");
@@ -118,6 +119,24 @@ export function setRagCollections(id, ids) {
   localStorage.setItem(`rag:${id}`, JSON.stringify(ids));
 }
 
+// How this conversation's document turns reuse the sources' KV: "prefix" or "blend" (chunk KV
+// placed at any position; docs/blend.md), or "" for the server's default (--kv-reuse).
+export function ragReuse(id) {
+  return localStorage.getItem(`kvReuse:${id}`) || "";
+}
+
+export function setRagReuse(id, mode) {
+  if (mode) localStorage.setItem(`kvReuse:${id}`, mode);
+  else localStorage.removeItem(`kvReuse:${id}`);
+}
+
+function ragOptions(id) {
+  const collections = ragCollections(id);
+  if (!collections.length) return null;
+  const reuse = ragReuse(id);
+  return { collection_ids: collections, ...(reuse ? { kv_reuse: reuse } : {}) };
+}
+
 // Runs one streamed turn: `path` is messages or regenerate; `user` the user message shown
 // meanwhile (null: the last one stays). The reply and its figures are read back afterwards.
 // False when the server refused the request before anything was stored.
@@ -129,8 +148,8 @@ async function runTurn(path, body, user) {
   const started = performance.now();
   live.value = { user, text: "", citations: null, status: "waiting", ttftMs: null };
   let refused = false;
-  const rag = ragCollections(id);
-  if (rag.length) body = { ...body, rag: { collection_ids: rag } };
+  const rag = ragOptions(id);
+  if (rag) body = { ...body, rag };
   try {
     await stream(
       `v1/sessions/${id}/${path}`,
@@ -234,7 +253,8 @@ export async function editAsBranch(message, text) {
   const s = current.value;
   const fork = await api.forkSession(s.id, message.id);
   await api.updateSession(fork.id, { title: `${s.title || "Chat"} (edit)` });
-  localStorage.setItem(`rag:${fork.id}`, JSON.stringify(ragCollections(s.id)));
+  setRagCollections(fork.id, ragCollections(s.id));
+  setRagReuse(fork.id, ragReuse(s.id));
   await loadSessions();
   await openSession(fork.id);
   notice.value = {

@@ -66,8 +66,11 @@ def static_url() -> Iterator[str]:
 class FakeApi:
     """Sessions, messages and documents in memory, answering as the real API does."""
 
-    def __init__(self, stream_error: str | None = None, key: str | None = None) -> None:
+    def __init__(
+        self, stream_error: str | None = None, key: str | None = None, timings: dict = TIMINGS
+    ) -> None:
         self.key = key
+        self.timings = timings
         self.messages: list[dict] = []
         self.sent: list[dict] = []
         self.patches: list[dict] = []
@@ -157,7 +160,7 @@ class FakeApi:
         else:
             done = {"index": 0, "delta": {}, "finish_reason": "stop"}
             events += [
-                {**chunk, "choices": [done], "timings": TIMINGS},
+                {**chunk, "choices": [done], "timings": self.timings},
                 {**chunk, "choices": [], "usage": USAGE},
             ]
             self.messages.append(
@@ -168,7 +171,7 @@ class FakeApi:
                     "content": REPLY,
                     "status": "complete",
                     "usage": USAGE,
-                    "timings": TIMINGS,
+                    "timings": self.timings,
                     "citations": [CITATION],
                 }
             )
@@ -248,6 +251,22 @@ def test_documents_panel_uploads_shows_progress_and_answers_from_a_collection(
     page.once("dialog", lambda d: d.accept())
     panel.get_by_role("button", name="Delete handbook.pdf").click()
     expect(row).to_have_count(0)
+
+
+def test_blend_is_asked_for_and_its_fallback_shows_in_the_cache_bar(page: Page, static_url: str):
+    reason = "the model's memory cannot shift"
+    api = FakeApi(timings={**TIMINGS, "kv_reuse": "prefix", "kv_reuse_reason": reason})
+    open_fake(page, static_url, api)
+    page.get_by_role("button", name="Documents", exact=True).click()
+    panel = page.get_by_role("region", name="Documents", exact=True)
+    panel.get_by_label("Answer from notes").check()
+    panel.get_by_label("Reuse of the sources' cache").select_option("blend")
+    send(page, "What is the capital?")
+    bar = page.locator("article.message.assistant .cachebar")
+    expect(bar).to_have_attribute("data-kv-reuse", "prefix")
+    expect(bar.locator(".reuse")).to_have_text(f"prefix reuse (blend fell back: {reason})")
+    expect(bar).to_have_attribute("data-blended", "0")
+    assert api.sent[-1]["rag"] == {"collection_ids": ["col-1"], "kv_reuse": "blend"}
 
 
 def test_shift_enter_is_a_new_line_and_enter_sends(page: Page, static_url: str):

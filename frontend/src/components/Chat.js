@@ -40,7 +40,7 @@ export function Chat() {
         return html`<${Message} key=${m.id} message=${m}
           isLastReply=${i === lastReply && m.role === "assistant"} givenUp=${givenUp} prefillRate=${rate} />`;
       })}
-      ${l?.user && html`<${Message} key="pending" message=${l.user} streaming=${true} />`}
+      ${l?.user && html`<${Message} key="pending" message=${{ ...l.user, citations: l.citations }} streaming=${true} />`}
       ${l && html`<${Message} key="live" streaming=${true}
         message=${{ role: "assistant", content: l.text, citations: l.citations, status: "" }} />`}
       ${l?.ttftMs != null && html`<div class="live-figures" aria-hidden="true">

@@ -1,9 +1,10 @@
 // Collections and their documents (upload with progress and ingestion status, delete), and
-// the toggle that makes this conversation answer from chosen collections.
+// the toggle that makes this conversation answer from chosen collections, and how its document
+// turns reuse the sources' KV (prefix or blend).
 import { useEffect, useState } from "preact/hooks";
 import { api, uploadDocument } from "../api.js";
 import { html } from "../html.js";
-import { current, ragCollections, setRagCollections, showError } from "../state.js";
+import { current, ragCollections, ragReuse, setRagCollections, setRagReuse, showError } from "../state.js";
 
 function DocumentRow({ d, onDelete }) {
   const p = d.progress || {};
@@ -75,6 +76,7 @@ export function DocumentsPanel() {
   const [collections, setCollections] = useState(null);
   const [missing, setMissing] = useState(false);
   const [chosen, setChosen] = useState(ragCollections(s.id));
+  const [reuse, setReuse] = useState(ragReuse(s.id));
   const load = () =>
     api.collections().then(
       (r) => setCollections(r.data),
@@ -83,11 +85,16 @@ export function DocumentsPanel() {
   useEffect(() => {
     load();
     setChosen(ragCollections(s.id));
+    setReuse(ragReuse(s.id));
   }, [s.id]);
   const toggle = (id, on) => {
     const next = on ? [...new Set([...chosen, id])] : chosen.filter((x) => x !== id);
     setRagCollections(s.id, next);
     setChosen(next);
+  };
+  const pickReuse = (mode) => {
+    setRagReuse(s.id, mode);
+    setReuse(mode);
   };
   const create = async (e) => {
     e.preventDefault();
@@ -102,6 +109,13 @@ export function DocumentsPanel() {
     <h2>Documents</h2>
     <p class="note">Checked collections are searched for every message of this conversation; the
       answer cites the passages it used.</p>
+    <label>Reuse of the sources' cache
+      <select name="kv_reuse" value=${reuse} onChange=${(e) => pickReuse(e.target.value)}>
+        <option value="">server default</option>
+        <option value="prefix">prefix (exact)</option>
+        <option value="blend">blend (approximate)</option>
+      </select>
+    </label>
     <form class="row" onSubmit=${create}>
       <input name="name" aria-label="New collection name" placeholder="New collection" />
       <button type="submit">Create</button>

@@ -1,5 +1,7 @@
 // One message of the history: Markdown, image thumbnails, status, the cache figures, citations,
 // and its actions (copy; edit into a new branch for user messages; regenerate the last reply).
+// A document turn's user message shows the user's own words (`question`), its retrieved sources
+// folded under them; its content, as the model saw it, starts with those sources.
 import { useEffect, useMemo, useState } from "preact/hooks";
 import { auth } from "../api.js";
 import { html } from "../html.js";
@@ -7,6 +9,10 @@ import { renderMarkdown } from "../markdown.js";
 import { busy, editAsBranch, regenerate, showError } from "../state.js";
 import { CacheBar } from "./CacheBar.js";
 import { Citations } from "./Citations.js";
+import { Sources } from "./Sources.js";
+
+// What the user wrote: a document turn's own words, else the text of the content.
+const wordsOf = (message) => message.question ?? textOf(message.content);
 
 export function textOf(content) {
   if (typeof content === "string") return content;
@@ -56,7 +62,7 @@ function Markdown({ text }) {
 }
 
 function Editor({ message, givenUp, onDone }) {
-  const [text, setText] = useState(textOf(message.content));
+  const [text, setText] = useState(wordsOf(message));
   const submit = async (e) => {
     e.preventDefault();
     onDone();
@@ -78,8 +84,8 @@ function Editor({ message, givenUp, onDone }) {
 
 export function Message({ message, isLastReply, givenUp, prefillRate, streaming }) {
   const [editing, setEditing] = useState(false);
-  const text = textOf(message.content);
   const role = message.role;
+  const text = role === "user" ? wordsOf(message) : textOf(message.content);
   const failed = message.status === "error";
   const classes = `message ${role}${failed ? " failed" : ""}${streaming ? " streaming" : ""}`;
   return html`<article class=${classes} data-id=${message.id} data-status=${message.status || (streaming ? "streaming" : "")}
@@ -90,7 +96,7 @@ export function Message({ message, isLastReply, givenUp, prefillRate, streaming 
     ${editing
       ? html`<${Editor} message=${message} givenUp=${givenUp} onDone=${() => setEditing(false)} />`
       : role === "user"
-        ? html`<div class="plain">${text}</div>`
+        ? html`<div class="plain">${text}</div><${Sources} citations=${message.citations} />`
         : html`<${Markdown} text=${text} />`}
     ${streaming && role === "assistant" && !text && html`<div class="typing" aria-label="waiting for the reply">…</div>`}
     ${failed && html`<div class="error" role="alert">Error: ${message.error || "the reply failed"}</div>`}
