@@ -89,9 +89,7 @@ def test_jpeg_gets_its_own_extension(media: MediaStore):
     assert record.mime_type == "image/jpeg" and record.location.endswith(".jpg")
 
 
-def test_corrupt_bytes_are_detected_and_a_new_upload_repairs_them(
-    media: MediaStore, store: Store
-):
+def test_corrupt_bytes_are_detected_and_a_new_upload_repairs_them(media: MediaStore, store: Store):
     data = png()
     record = media.save(data)
     set_bytes(store, record.id, data[:-3] + b"xyz")
