@@ -1,8 +1,9 @@
 """`python -m app docs ingest PATH... --collection NAME`: the server's ingestion pipeline, run
 from a shell with a progress bar, into the same database and index files the server uses.
 
-Documents already in the collection (same content) are skipped. A server running meanwhile sees
-new documents of a collection it has already searched after a restart (its index is in memory).
+Documents already in the collection (same content) are skipped. Each is claimed as a server's
+worker claims it (app/db/ingest_claims.py), so a server on the same database does not ingest it
+too; a running server's index syncs with the database before its next search of the collection.
 """
 
 from __future__ import annotations

@@ -10,7 +10,6 @@ from types import SimpleNamespace
 
 import pytest
 from PIL import Image
-
 from sqlalchemy import delete, func, select, update
 
 from app.db.models import MediaBytes
