@@ -217,6 +217,11 @@ class Settings(BaseSettings):
     kv_reuse: Literal["prefix", "blend"] = setting("prefix", "--kv-reuse", group=DOCUMENTS)
     """document requests' default KV reuse: prefix only, or chunk KV at any position (blend;
     docs/blend.md); a request's `kv_reuse` overrides it"""
+    # Replicas on one database (app/db/ingest_claims.py): a live worker renews its claim every
+    # third of this; a dead one's documents wait this long before another replica takes them.
+    ingest_lease: float = setting(30.0, "--ingest-lease", group=DOCUMENTS, gt=0.0)
+    """seconds a replica's claim on a document it ingests lasts unless renewed; after that
+    another replica takes the document over"""
     blend_sink_tokens: int = setting(
         16, "--blend-sink-tokens", group=DOCUMENTS, engine=True, ge=0, le=1024
     )

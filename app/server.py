@@ -72,6 +72,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         docs = Documents.build(settings, store, engine, prompter, tenant_salt)
         docs.start()
         media = MediaStore(media_root(settings), store)
+        media.import_files()  # uploads from before the database held media bytes
         questions = DocQuestions(docs, engine, settings.kv_reuse)
         keys = KeyStore(store)
         app.state.services = Services(

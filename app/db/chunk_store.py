@@ -4,7 +4,8 @@ The ingestion worker reads a queued document, reports its progress and stores it
 vectors and token ids; the search indexes and retrieval read the chunks back. None of these
 calls takes a tenant: they run after the API (`DocumentStore`, app/db/document_store.py) has
 checked ownership, or for every tenant at once. Each method is one short transaction, like
-`Store`'s; it shares the Store's engine.
+`Store`'s; it shares the Store's engine. Which worker ingests a document is `claims`' business
+(app/db/ingest_claims.py).
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ from __future__ import annotations
 import numpy as np
 from sqlalchemy import func, select, update
 
+from app.db.collection_version import bump_version, version_of
 from app.db.document_records import (
     ChunkRecord,
     CollectionRecord,
@@ -21,13 +23,24 @@ from app.db.document_records import (
     collection_record,
     document_record,
 )
+from app.db.ingest_claims import IngestClaims
 from app.db.models import ChunkTokens, Collection, DocChunk, Document
 from app.db.store import Store
+
+
+class NumbersTaken(Exception):
+    """Another worker stored chunks of the collection under the numbers this document was
+    given meanwhile; its chunks must be numbered (their headers tokenized) from `next` on."""
+
+    def __init__(self, next_number: int) -> None:
+        super().__init__(f"chunk numbers taken; the next free one is {next_number}")
+        self.next = next_number
 
 
 class ChunkStore:
     def __init__(self, store: Store) -> None:
         self._tx = store._tx  # noqa: SLF001 (one engine, one transaction discipline)
+        self.claims = IngestClaims(store)
 
     # --- ingestion (by document id) -------------------------------------------------------
 
@@ -63,14 +76,24 @@ class ChunkStore:
             return document_record(d), d.text, list(d.page_starts), collection_record(c)
 
     def set_progress(
-        self, document_id: str, status: str, done: int, total: int, error: str | None = None
-    ) -> None:
+        self,
+        document_id: str,
+        status: str,
+        done: int,
+        total: int,
+        error: str | None = None,
+        worker: str | None = None,
+    ) -> bool:
+        """Record progress; with `worker`, only while it holds the document's claim (an error
+        ends the claim). False if nothing was recorded (deleted, or the claim was lost)."""
+        values = {"status": status, "chunks_done": done, "chunks_total": total, "error": error}
+        query = update(Document).where(Document.id == document_id)
+        if worker is not None:
+            query = query.where(Document.claimed_by == worker)
+            if status == "error":
+                values.update(claimed_by=None, lease_until=None)
         with self._tx(write=True) as s:
-            s.execute(
-                update(Document)
-                .where(Document.id == document_id)
-                .values(status=status, chunks_done=done, chunks_total=total, error=error)
-            )
+            return s.execute(query.values(**values)).rowcount == 1
 
     def finish_document(
         self,
@@ -79,15 +102,27 @@ class ChunkStore:
         model: str,
         token_ids: list[list[int]],
         first_number: int,
+        worker: str | None = None,
     ) -> bool:
         """Store all chunks, their vectors and token ids and mark the document ready, in one
-        transaction: a document is searchable whole or not at all. False if it was deleted.
+        transaction: a document is searchable whole or not at all. False if it was deleted or
+        (with `worker`) that worker no longer holds its claim.
 
-        Chunk i gets number first_number + i (from `next_number`; its header holds it)."""
+        Chunk i gets number first_number + i (from `next_number`; its header holds it);
+        NumbersTaken if another worker has stored chunks under those numbers meanwhile."""
         with self._tx(write=True) as s:
-            d = s.scalar(select(Document).where(Document.id == document_id).with_for_update())
-            if d is None:
+            found = s.scalar(select(Document.collection_id).where(Document.id == document_id))
+            if found is None:
                 return False
+            # The collection's row first (the order deletes lock in): this also serialises the
+            # workers finishing documents of one collection, so the numbers checked stay free.
+            bump_version(s, found)
+            d = s.scalar(select(Document).where(Document.id == document_id).with_for_update())
+            if d is None or (worker is not None and d.claimed_by != worker):
+                return False
+            taken = s.scalar(self._max_number(found)) or 0
+            if first_number <= taken:
+                raise NumbersTaken(taken + 1)
             number = first_number
             rows = []
             for c in chunks:
@@ -113,18 +148,22 @@ class ChunkStore:
                 None,
             )
             d.n_tokens = sum(len(t) for t in token_ids)
+            d.claimed_by, d.lease_until = None, None
             return True
 
-    def next_number(self, collection_id: str) -> int:
-        """The [n] a new document's first chunk gets: one past the collection's largest. One
-        ingestion worker stores documents one at a time, so numbers do not collide."""
-        query = (
+    @staticmethod
+    def _max_number(collection_id: str):  # noqa: ANN205 (a SQLAlchemy select)
+        return (
             select(func.max(DocChunk.number))
             .join(Document, Document.id == DocChunk.document_id)
             .where(Document.collection_id == collection_id)
         )
+
+    def next_number(self, collection_id: str) -> int:
+        """The [n] a new document's first chunk gets: one past the collection's largest. Two
+        workers may both be given it; `finish_document` tells the later one (NumbersTaken)."""
         with self._tx() as s:
-            return (s.scalar(query) or 0) + 1
+            return (s.scalar(self._max_number(collection_id)) or 0) + 1
 
     # --- retrieval ------------------------------------------------------------------------
 
@@ -145,6 +184,30 @@ class ChunkStore:
         for i, (_, blob, _) in enumerate(rows):
             vecs[i] = np.frombuffer(blob, dtype=np.float32)
         return [r[0] for r in rows], vecs, [r[2] for r in rows]
+
+    def version(self, collection_id: str) -> int | None:
+        """The collection's version (app/db/collection_version.py); None if it is gone."""
+        with self._tx() as s:
+            return version_of(s, collection_id)
+
+    def ready_chunk_ids(self, collection_id: str) -> set[int]:
+        """Ids of every ready chunk of the collection (what its index must hold)."""
+        query = (
+            select(DocChunk.id)
+            .join(Document, Document.id == DocChunk.document_id)
+            .where(Document.collection_id == collection_id, Document.status == "ready")
+        )
+        with self._tx() as s:
+            return set(s.scalars(query))
+
+    def vectors_of(self, chunk_ids: list[int]) -> tuple[list[int], list[np.ndarray]]:
+        """The stored vectors of these chunks (those that still exist), by id."""
+        if not chunk_ids:
+            return [], []
+        query = select(DocChunk.id, DocChunk.embedding).where(DocChunk.id.in_(chunk_ids))
+        with self._tx() as s:
+            rows = s.execute(query.order_by(DocChunk.id)).all()
+        return [r[0] for r in rows], [np.frombuffer(r[1], dtype=np.float32) for r in rows]
 
     def collection_ids(self) -> list[str]:
         with self._tx() as s:

@@ -14,6 +14,8 @@ from typing import Any
 from sqlalchemy import func, select
 from sqlalchemy.exc import IntegrityError
 
+from app.db.collection_version import bump_version
+from app.db.deletion_log import lock_log, log_deletions
 from app.db.document_records import (
     ChunkRecord,
     CollectionRecord,
@@ -81,13 +83,16 @@ class DocumentStore:
             return collection_record(c, n or 0)
 
     def delete_collection(self, tenant_id: str, collection_id: str) -> list[str] | None:
-        """The ids of the documents deleted with it; None if there was no such collection."""
+        """The ids of the documents deleted with it; None if there was no such collection.
+        They are logged as deleted, for every replica's caches (app/db/deletion_log.py)."""
         with self._tx(write=True) as s:
+            lock_log(s)
             c = s.get(Collection, collection_id)
             if c is None or c.tenant_id != tenant_id:
                 return None
             docs = list(s.scalars(select(Document.id).where(Document.collection_id == c.id)))
             s.delete(c)  # documents, chunks and token ids go with it (ON DELETE CASCADE)
+            log_deletions(s, docs)
             return docs
 
     # --- documents ------------------------------------------------------------------------
@@ -167,12 +172,17 @@ class DocumentStore:
             return [document_record(d) for d in s.scalars(query)]
 
     def delete_document(self, tenant_id: str, document_id: str) -> DocumentRecord | None:
+        """The deleted document, logged as deleted and its collection's version bumped (every
+        replica's index and caches drop it); None if there was no such document."""
         with self._tx(write=True) as s:
+            lock_log(s)
             d = self._owned(s, tenant_id, document_id)
             if d is None:
                 return None
             record = document_record(d)
+            bump_version(s, d.collection_id)  # the collection's row before the document's
             s.delete(d)  # chunks and token ids cascade
+            log_deletions(s, [document_id])
             return record
 
     def chunks(self, tenant_id: str, document_id: str, model: str = "") -> list[ChunkRecord] | None:

@@ -2,7 +2,8 @@
 
 A media row is visible to a tenant that uploaded it (`media_owners`) or whose sessions' messages
 use it (`message_media`); it is freed (row deleted, file the caller's to remove) when neither
-holds it any more.
+holds it any more. Its bytes are in `media_bytes`, written in the transaction that writes the row
+(so every replica that sees the row can read them) and deleted with it (ON DELETE CASCADE).
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from sqlalchemy.orm import Session
 from app.db.models import (
     Conversation,
     MediaAsset,
+    MediaBytes,
     MediaOwner,
     Message,
     MessageMedia,
@@ -74,6 +76,15 @@ def _visible(s: Session, media_id: str, tenant_id: str) -> bool:
     return bool(s.scalar(select(owner | used)))
 
 
+def _put_bytes(s: Session, media_id: str, data: bytes) -> None:
+    """Store data as the row's bytes unless the same bytes are there already."""
+    stored = s.get(MediaBytes, media_id)
+    if stored is None:
+        s.add(MediaBytes(media_id=media_id, data=data))
+    elif bytes(stored.data) != data:
+        stored.data = data
+
+
 class MediaRows:
     """Mixed into Store (which provides `_tx`)."""
 
@@ -93,18 +104,28 @@ class MediaRows:
         return freed
 
     def add_media(
-        self, sha256: str, mime_type: str, size: int, location: str, owner: str | None = None
+        self,
+        sha256: str,
+        mime_type: str,
+        size: int,
+        location: str,
+        owner: str | None = None,
+        data: bytes | None = None,
     ) -> MediaRecord:
-        """Record a stored file; the same sha256 again returns the first record unchanged.
-        owner: the tenant that uploaded it (kept until it deletes it)."""
-        record = self._add_media(sha256, mime_type, size, location)
+        """Record a media file; the same sha256 again returns the first record unchanged.
+        owner: the tenant that uploaded it (kept until it deletes it). data: its bytes, stored
+        with the row; for a known row they replace stored bytes that are missing or differ
+        (uploading the same image again repairs it)."""
+        record = self._add_media(sha256, mime_type, size, location, data)
         if owner is not None:
             with self._tx(write=True) as s:
                 if s.get(MediaOwner, (owner, record.id)) is None:
                     s.add(MediaOwner(tenant_id=owner, media_id=record.id, created_at=utcnow()))
         return record
 
-    def _add_media(self, sha256: str, mime_type: str, size: int, location: str) -> MediaRecord:
+    def _add_media(
+        self, sha256: str, mime_type: str, size: int, location: str, data: bytes | None
+    ) -> MediaRecord:
         sha256 = sha256.lower()
         if not _SHA256.fullmatch(sha256):
             raise ValueError("sha256 must be 64 hex digits")
@@ -116,6 +137,8 @@ class MediaRows:
             with self._tx(write=True) as s:
                 found = s.scalar(select(MediaAsset).where(MediaAsset.sha256 == sha256))
                 if found is not None:
+                    if data is not None:
+                        _put_bytes(s, found.id, data)
                     return media_record(found)
                 asset = MediaAsset(
                     id=media_id(sha256),
@@ -127,6 +150,8 @@ class MediaRows:
                 )
                 s.add(asset)
                 s.flush()
+                if data is not None:
+                    s.add(MediaBytes(media_id=asset.id, data=data))
                 return media_record(asset)
         except IntegrityError:
             # PostgreSQL: another transaction inserted the same file between our SELECT and
@@ -158,6 +183,18 @@ class MediaRows:
             )
             freed = self._free_unused(s, [media_id])
             return True, freed[0] if freed else None
+
+    def get_media_bytes(self, media_id: str) -> bytes | None:
+        """The stored bytes of a media row; None if it has none (an upload from before
+        migration 0004 that no server has copied in yet)."""
+        with self._tx() as s:
+            return s.scalar(select(MediaBytes.data).where(MediaBytes.media_id == media_id))
+
+    def media_without_bytes(self) -> list[MediaRecord]:
+        """Media rows whose bytes are still only in some server's media directory."""
+        has_bytes = exists().where(MediaBytes.media_id == MediaAsset.id)
+        with self._tx() as s:
+            return [media_record(a) for a in s.scalars(select(MediaAsset).where(~has_bytes))]
 
     def get_media_by_sha256(self, sha256: str) -> MediaRecord | None:
         with self._tx() as s:

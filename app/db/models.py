@@ -144,8 +144,22 @@ class MediaAsset(Base):
     sha256: Mapped[str] = mapped_column(String(64), unique=True)
     mime_type: Mapped[str] = mapped_column(String(255))
     size: Mapped[int] = mapped_column(BigInteger)  # bytes
-    location: Mapped[str] = mapped_column(Text)  # storage path of the file
+    # The file's path under a server's media directory: where uploads from before migration
+    # 0004 live until a server that has the file copies it into media_bytes.
+    location: Mapped[str] = mapped_column(Text)
     created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
+
+
+class MediaBytes(Base):
+    """The bytes of a media file, in the database so that every replica can read them (a
+    table of its own: reading a media row never loads the image)."""
+
+    __tablename__ = "media_bytes"
+
+    media_id: Mapped[str] = mapped_column(
+        String(64), ForeignKey("media_assets.id", ondelete="CASCADE"), primary_key=True
+    )
+    data: Mapped[bytes] = mapped_column(LargeBinary)
 
 
 class MediaOwner(Base):
@@ -205,6 +219,9 @@ class Collection(Base):
     overlap_tokens: Mapped[int] = mapped_column(Integer)
     system_prompt: Mapped[str | None] = mapped_column(Text)
     created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
+    # Bumped in the transaction that makes a document ready or deletes one: a replica's search
+    # index that was synced at another version is stale (app/docs/library.py).
+    version: Mapped[int] = mapped_column(Integer, default=0, server_default="0")
 
 
 class Document(Base):
@@ -233,6 +250,24 @@ class Document(Base):
     n_tokens: Mapped[int] = mapped_column(Integer, default=0)
     error: Mapped[str | None] = mapped_column(Text)
     created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
+    # The ingestion claim (app/db/ingest_claims.py): which worker holds the document, and until
+    # when unless it renews; another worker may take it over after that.
+    claimed_by: Mapped[str | None] = mapped_column(String(128))
+    lease_until: Mapped[datetime | None] = mapped_column(UTCDateTime)
+
+
+class DocumentDeletion(Base):
+    """A deleted document, logged in the deleting transaction: every replica reads the log to
+    drop the document's KV from its own cache tiers (app/docs/deletion_watch.py)."""
+
+    __tablename__ = "document_deletions"
+    # Ids only grow (SQLite AUTOINCREMENT; PostgreSQL's sequence, with writers serialised by a
+    # table lock): a reader that has seen id n has seen every deletion before it.
+    __table_args__ = ({"sqlite_autoincrement": True},)
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    document_id: Mapped[str] = mapped_column(String(64))
+    deleted_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
 
 
 class DocChunk(Base):

@@ -1,8 +1,9 @@
 """`python -m app docs ingest PATH... --collection NAME`: the server's ingestion pipeline, run
 from a shell with a progress bar, into the same database and index files the server uses.
 
-Documents already in the collection (same content) are skipped. A server running meanwhile sees
-new documents of a collection it has already searched after a restart (its index is in memory).
+Documents already in the collection (same content) are skipped. Each is claimed as a server's
+worker claims it (app/db/ingest_claims.py), so a server on the same database does not ingest it
+too; a running server's index syncs with the database before its next search of the collection.
 """
 
 from __future__ import annotations
@@ -10,6 +11,8 @@ from __future__ import annotations
 import argparse
 import hashlib
 import logging
+import os
+import socket
 import sys
 from pathlib import Path
 
@@ -21,6 +24,7 @@ from app.db.chunk_store import ChunkStore
 from app.db.document_store import DocumentStore
 from app.db.store import Store
 from app.docs.doc_prompt import token_counter
+from app.docs.ingest_lease import LeaseKeeper
 from app.docs.ingestor import ingest_document
 from app.docs.library import DocLibrary
 from app.engine.config import EngineConfig
@@ -68,6 +72,7 @@ def main(argv: list[str] | None = None) -> int:
         chunk_store, settings.index_dir(), settings.embedding_model, settings.embedding_threads or 2
     )
     key = cached_fingerprint(model.path)
+    worker = f"cli:{socket.gethostname()[:100]}:{os.getpid()}"
     failed = 0
     try:
         for path in args.paths:
@@ -97,12 +102,25 @@ def main(argv: list[str] | None = None) -> int:
                     bar.total = total
                     bar.update(done - bar.n)
 
+                # Claimed like a server's worker does: a server on the same database does not
+                # ingest it too (and takes it over if this command dies).
+                if not chunk_store.claims.claim(record.id, worker, settings.ingest_lease):
+                    print(f"{path}: a server is ingesting it ({record.id})")
+                    continue
                 try:
-                    ingest_document(
-                        chunk_store, library, token_counter(model), key, record.id, progress
-                    )
+                    with LeaseKeeper(chunk_store.claims, record.id, worker, settings.ingest_lease):
+                        ingest_document(
+                            chunk_store,
+                            library,
+                            token_counter(model),
+                            key,
+                            record.id,
+                            progress,
+                            worker=worker,
+                        )
                 except Exception as e:
-                    chunk_store.set_progress(record.id, "error", 0, 0, f"ingestion failed: {e}")
+                    reason = f"ingestion failed: {e}"
+                    chunk_store.set_progress(record.id, "error", 0, 0, reason, worker)
                     print(f"{path}: {e}", file=sys.stderr)
                     failed += 1
         print(f"collection {args.collection} ({collection.id})")

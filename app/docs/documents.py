@@ -11,11 +11,14 @@ from dataclasses import dataclass
 from app.chat.prompter import Prompter
 from app.config import Settings
 from app.db.chunk_store import ChunkStore
+from app.db.deletion_log import DeletionLog
 from app.db.document_records import ChunkRecord
 from app.db.document_store import DocumentStore
 from app.db.store import Store
+from app.docs.deletion_watch import DeletionWatch
 from app.docs.doc_prefill import DocPrefill, SaltOf
 from app.docs.doc_prompt import DocPrompter, token_counter
+from app.docs.ingest_lease import worker_id
 from app.docs.ingestor import Ingestor
 from app.docs.library import DocLibrary
 from app.engine.engine import Engine
@@ -32,6 +35,7 @@ class Documents:
     model_key: str  # the chat model's fingerprint: token ids are stored under it
     max_bytes: int
     prefill: DocPrefill | None = None  # ready documents into the prefix cache
+    deletions: DeletionWatch | None = None  # documents deleted on any replica leave our caches
 
     @classmethod
     def build(
@@ -49,10 +53,26 @@ class Documents:
         )
         tokenize = token_counter(engine.tokenizer)
         ingestor = Ingestor(
-            chunk_store, library, tokenize, key, prefill.document_ready, engine.wait_for_quiet
+            chunk_store,
+            library,
+            tokenize,
+            key,
+            prefill.document_ready,
+            engine.wait_for_quiet,
+            worker=worker_id(settings.data_dir),
+            lease_s=settings.ingest_lease,
         )
         max_bytes = settings.doc_max_bytes
-        return cls(docs, chunk_store, library, ingestor, prompts, key, max_bytes, prefill)
+
+        async def forget(document_ids: set[str]) -> None:
+            await engine.forget_documents(document_ids)
+            for document_id in document_ids:
+                prefill.forget(document_id)
+
+        deletions = DeletionWatch(DeletionLog(store), forget)
+        return cls(
+            docs, chunk_store, library, ingestor, prompts, key, max_bytes, prefill, deletions
+        )
 
     def start(self) -> None:
         # Index files are checked against the database at start-up, before any search; a
@@ -61,8 +81,12 @@ class Documents:
         self.ingestor.start()
         if self.prefill is not None:
             self.prefill.start()  # documents no cache tier holds after a restart
+        if self.deletions is not None:
+            self.deletions.start()
 
     def stop(self) -> None:
+        if self.deletions is not None:
+            self.deletions.stop()
         self.ingestor.stop()
 
     def prefill_state(self, document_id: str) -> str | None:

@@ -3,8 +3,14 @@
 One thread, documents one at a time in upload order: load the stored text, chunk it in chat-model
 tokens, tokenize each chunk with its numbered header (once, for good), embed in batches (progress
 after each), then store every chunk, vector and token id in one transaction and add the vectors
-to the collection's index. A failure marks the document `error` with the reason; a restart
-re-queues documents left `queued` or `processing` (nothing of them was stored yet).
+to the collection's index. A failure marks the document `error` with the reason.
+
+Every replica has one worker, and a document is ingested by exactly one of them: a worker claims
+it in the database with a lease it renews while it works (app/db/ingest_claims.py,
+app/docs/ingest_lease.py). An upload wakes its own replica's worker; the workers also look for
+work every POLL_S, which finds documents uploaded to a busy replica and documents whose worker
+died (its lease ran out: nothing of them was stored yet, they start again from their text). A
+restarted replica takes back its own documents at once.
 
 Embedding is background work on cores the engine needs: before each batch the worker waits
 until no client request is being received, queued or run (`wait_for_quiet`), and its batches are
@@ -15,15 +21,15 @@ that arrives meanwhile shares the cores with one short batch at most.
 from __future__ import annotations
 
 import logging
-import queue
 import threading
 import time
 from collections.abc import Callable
 
 import numpy as np
 
-from app.db.chunk_store import ChunkStore
+from app.db.chunk_store import ChunkStore, NumbersTaken
 from app.db.document_records import CollectionRecord, NewChunk
+from app.docs.ingest_lease import LeaseKeeper
 from app.docs.library import DocLibrary
 from app.engine.background_pacer import BackgroundPacer
 from rag.chunker import Chunker
@@ -36,6 +42,8 @@ Tokenize = Callable[[str], list[int]]
 WaitForQuiet = Callable[[], object]  # blocks while client requests are served
 EMBED_BATCH = 8  # chunks per batch where nothing else runs (the command-line ingest)
 EMBED_BATCH_S = 0.05  # longest one embedding batch of the server's worker should take
+POLL_S = 2.0  # an idle worker looks for documents no upload woke it for this often
+RENUMBER_TRIES = 10  # other workers storing chunks of the same collection meanwhile
 
 
 def embed_pacer() -> BackgroundPacer:
@@ -52,9 +60,11 @@ def ingest_document(
     progress: Callable[[int, int], None] | None = None,
     wait_for_quiet: WaitForQuiet = lambda: None,
     pacer: BackgroundPacer | None = None,
+    worker: str | None = None,
 ) -> CollectionRecord | None:
-    """Ingest one stored document; its collection when it became ready. Raises on failure.
-    `pacer`: sizes the embedding batches (None: EMBED_BATCH chunks each)."""
+    """Ingest one stored document; its collection when it became ready, None if it was
+    deleted meanwhile or (with `worker`, the holder of its claim) another worker took it over.
+    Raises on failure. `pacer`: sizes the embedding batches (None: EMBED_BATCH chunks each)."""
     found = store.ingest_input(document_id)
     if found is None:
         return None  # deleted meanwhile
@@ -65,11 +75,16 @@ def ingest_document(
     chunks = chunker.split(LoadedDocument(text, doc.kind, page_starts))
     if not chunks:
         raise ValueError("the document has no text to index")
-    store.set_progress(document_id, "processing", 0, len(chunks))
+    if not store.set_progress(document_id, "processing", 0, len(chunks), worker=worker):
+        return None
+
+    def headed(first: int) -> list[list[int]]:  # each chunk's tokens, its numbered header first
+        return [
+            tokenize(chunk_text(first + c.ordinal, doc.filename, c.page, c.text)) for c in chunks
+        ]
+
     first = store.next_number(collection.id)
-    token_ids = [
-        tokenize(chunk_text(first + c.ordinal, doc.filename, c.page, c.text)) for c in chunks
-    ]
+    token_ids = headed(first)
     embedder = library.embedder()
     vectors, done = [], 0
     while done < len(chunks):
@@ -81,7 +96,8 @@ def ingest_document(
         if pacer is not None:
             pacer.observe(len(batch), time.perf_counter() - t0)
         done += len(batch)
-        store.set_progress(document_id, "processing", done, len(chunks))
+        if not store.set_progress(document_id, "processing", done, len(chunks), worker=worker):
+            return None
         if progress is not None:
             progress(done, len(chunks))
     matrix = np.concatenate(vectors)
@@ -89,8 +105,16 @@ def ingest_document(
         NewChunk(c.ordinal, c.text, c.char_start, c.char_end, c.page, matrix[i])
         for i, c in enumerate(chunks)
     ]
-    if not store.finish_document(document_id, new, model, token_ids, first):
-        return None
+    for _ in range(RENUMBER_TRIES):
+        try:
+            if not store.finish_document(document_id, new, model, token_ids, first, worker):
+                return None
+            break
+        except NumbersTaken as taken:  # another replica stored chunks of this collection
+            first = taken.next
+            token_ids = headed(first)
+    else:
+        raise RuntimeError("the collection's chunk numbers kept being taken by other workers")
     ids = [chunk_id for chunk_id, _ in store.numbered(document_id)]
     library.added(collection.id, ids, matrix)
     return collection
@@ -105,33 +129,57 @@ class Ingestor:
         model: str,
         on_ready: Callable[[CollectionRecord, str], None] | None = None,
         wait_for_quiet: WaitForQuiet = lambda: None,
+        worker: str = "ingest",
+        lease_s: float = 30.0,
     ) -> None:
+        """`worker`: this replica's id in claims (app/docs/ingest_lease.py `worker_id`);
+        `lease_s`: how long a claim lasts unless renewed (--ingest-lease)."""
         self.store, self.library, self.tokenize, self.model = store, library, tokenize, model
         self.wait_for_quiet = wait_for_quiet
+        self.worker, self.lease_s = worker, lease_s
         self.pacer = embed_pacer()  # keeps its measured rate from one document to the next
-        self._queue: queue.Queue[str | None] = queue.Queue()
+        self._wake = threading.Event()
+        self._stopping = False
         self._thread: threading.Thread | None = None
         # Called (on the worker) with each document that became ready and its collection.
         self.on_ready = on_ready
 
     def start(self) -> None:
-        """Start the worker; documents a previous process left unfinished go first."""
-        for document_id in self.store.unfinished():
-            self._queue.put(document_id)
+        """Start the worker; documents a previous process left unfinished go first (the
+        oldest unfinished document is claimed first)."""
         self._thread = threading.Thread(target=self._run, name="ingest", daemon=True)
         self._thread.start()
 
     def submit(self, document_id: str) -> None:
-        self._queue.put(document_id)
+        """A document was stored: wake the worker (it claims documents from the database, so
+        this or any other replica's worker may take it)."""
+        self._wake.set()
 
     def stop(self) -> None:
-        self._queue.put(None)
+        """Stop once no document is left to claim (those being uploaded now included)."""
+        self._stopping = True
+        self._wake.set()
         if self._thread is not None:
             self._thread.join(timeout=30)
 
     def _run(self) -> None:
-        while (document_id := self._queue.get()) is not None:
+        while True:
+            self._wake.clear()
             try:
+                document_id = self.store.claims.claim_next(self.worker, self.lease_s)
+            except Exception:  # the database is away: try again later
+                log.exception("could not claim a document to ingest")
+                document_id = None
+            if document_id is not None:
+                self._ingest(document_id)
+            elif self._stopping:
+                return
+            else:
+                self._wake.wait(POLL_S)
+
+    def _ingest(self, document_id: str) -> None:
+        try:
+            with LeaseKeeper(self.store.claims, document_id, self.worker, self.lease_s):
                 collection = ingest_document(
                     self.store,
                     self.library,
@@ -140,15 +188,14 @@ class Ingestor:
                     document_id,
                     wait_for_quiet=self.wait_for_quiet,
                     pacer=self.pacer,
+                    worker=self.worker,
                 )
-                if collection is not None and self.on_ready is not None:
-                    self.on_ready(collection, document_id)
-            except Exception as e:
-                log.exception("ingesting %s failed", document_id)
-                try:
-                    self.store.set_progress(document_id, "error", 0, 0, f"ingestion failed: {e}")
-                except Exception:
-                    log.exception("could not record the failure of %s", document_id)
-            finally:
-                self._queue.task_done()
-        self._queue.task_done()
+            if collection is not None and self.on_ready is not None:
+                self.on_ready(collection, document_id)
+        except Exception as e:
+            log.exception("ingesting %s failed", document_id)
+            try:
+                reason = f"ingestion failed: {e}"
+                self.store.set_progress(document_id, "error", 0, 0, reason, self.worker)
+            except Exception:
+                log.exception("could not record the failure of %s", document_id)

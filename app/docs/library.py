@@ -4,6 +4,11 @@ The embedding model is loaded on first use (never for servers that hold no docum
 whichever worker thread needs it first, never on the event loop or the engine thread. FAISS
 indexes are built lazily per collection: loaded from their file when it matches the database,
 else rebuilt from the vectors stored there (the truth) and saved again.
+
+An index is a cache of the database, which other replicas (and `python -m app docs ingest`)
+change too: each is synced at its collection's version (app/db/collection_version.py), checked
+before every use. A newer version brings the index up to date (chunks added, chunks of deleted
+documents removed), so a document made ready anywhere is found here and a deleted one never is.
 """
 
 from __future__ import annotations
@@ -37,6 +42,7 @@ class DocLibrary:
         self._load_lock = threading.Lock()
         self._lock = threading.Lock()  # guards the two dicts below and index changes
         self._indexes: dict[str, VectorIndex] = {}
+        self._versions: dict[str, int] = {}  # the version each index was synced at
         self._bm25: dict[str, Bm25Index] = {}
 
     @property
@@ -58,21 +64,49 @@ class DocLibrary:
         return self.index_dir / f"{collection_id}.faiss"
 
     def index(self, collection_id: str) -> VectorIndex:
-        """The collection's index: its file if it holds exactly the database's chunks, else
-        rebuilt from the stored vectors (and saved)."""
+        """The collection's index, in step with the database: first its file if it holds
+        exactly the database's chunks, else rebuilt from the stored vectors (and saved); then
+        synced whenever the collection's version has moved on."""
+        # Read before the chunks: a change committed after this read moves the version past
+        # the one recorded, so the next use syncs again.
+        version = self.store.version(collection_id)
         with self._lock:
             found = self._indexes.get(collection_id)
-            if found is not None:
+            current = version is None or self._versions.get(collection_id) == version
+            if found is not None and current:
                 return found
-            ids, vectors, _ = self.store.vectors(collection_id, self.dim)
-            dim = vectors.shape[1]
-            index = VectorIndex.load(self._path(collection_id), dim, set(ids))
-            if index is None:
-                log.info("rebuilding the index of %s from the database", collection_id)
-                index = VectorIndex.build(dim, ids, vectors)
-                index.save(self._path(collection_id))
-            self._indexes[collection_id] = index
+            index = self._load(collection_id) if found is None else self._sync(collection_id, found)
+            if version is not None:
+                self._versions[collection_id] = version
             return index
+
+    def _sync(self, collection_id: str, index: VectorIndex) -> VectorIndex:
+        """Add the ready chunks the index lacks, remove those no longer in the database."""
+        want, have = self.store.ready_chunk_ids(collection_id), index.ids()
+        gone = sorted(have - want)
+        ids, vectors = self.store.vectors_of(sorted(want - have))
+        if not gone and not ids:
+            return index  # the change was this process's own, already applied
+        index.remove(gone)
+        if ids:
+            if len(index) == 0 and index.dim != len(vectors[0]):  # empty, sized by default
+                index = self._indexes[collection_id] = VectorIndex(len(vectors[0]))
+            index.add(ids, np.stack(vectors))
+        log.info("index of %s synced: %d chunks added, %d gone", collection_id, len(ids), len(gone))
+        index.save(self._path(collection_id))
+        self._bm25.pop(collection_id, None)
+        return index
+
+    def _load(self, collection_id: str) -> VectorIndex:
+        ids, vectors, _ = self.store.vectors(collection_id, self.dim)
+        dim = vectors.shape[1]
+        index = VectorIndex.load(self._path(collection_id), dim, set(ids))
+        if index is None:
+            log.info("rebuilding the index of %s from the database", collection_id)
+            index = VectorIndex.build(dim, ids, vectors)
+            index.save(self._path(collection_id))
+        self._indexes[collection_id] = index
+        return index
 
     def load_all(self) -> None:
         """At start-up: check (or rebuild) every collection's index file."""
@@ -109,6 +143,7 @@ class DocLibrary:
     def dropped(self, collection_id: str) -> None:
         with self._lock:
             self._indexes.pop(collection_id, None)
+            self._versions.pop(collection_id, None)
             self._bm25.pop(collection_id, None)
         self._path(collection_id).unlink(missing_ok=True)
 

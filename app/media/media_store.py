@@ -1,18 +1,22 @@
-"""Uploaded media: files on disk named by their sha256, one row each in the media table.
+"""Uploaded media: one row each in the media table, the bytes beside it in the database.
 
-A file is written before its row, atomically (a temp file in the same directory, then
-os.replace), so a crash leaves at worst an orphan file that the next upload of the same bytes
-reuses, never a row pointing at half a file. The file is named by the hash of its bytes (what
-the client sent, kept as is); the pixel hash that the KV cache compares is mm/image.py's job.
+The bytes are in the database, not in a server's data directory, so that every replica behind a
+load balancer reads every upload (docs/deployment.md says why not a shared directory): the row
+and its bytes commit together, so no replica ever sees a row without its bytes, and freeing a
+row frees its bytes in the same transaction. A row is keyed by the hash of its bytes (what the
+client sent, kept as is); the pixel hash that the KV cache compares is mm/image.py's job.
+
+Uploads from before the bytes moved into the database (migration 0004) are files under the
+media directory, named by their sha256: `import_files` copies the ones this server has into the
+database at start-up.
 """
 
 from __future__ import annotations
 
 import hashlib
 import io
-import os
+import logging
 import re
-import tempfile
 from contextlib import suppress
 from dataclasses import dataclass
 from pathlib import Path
@@ -24,6 +28,7 @@ from app.db.records import MediaRecord
 from app.db.store import Store
 from mm.image import ImageLimits, decode_image
 
+log = logging.getLogger(__name__)
 EXTENSIONS = {"image/png": ".png", "image/jpeg": ".jpg", "image/webp": ".webp", "image/gif": ".gif"}
 MEDIA_ID = re.compile(r"media-[0-9a-f]{24}")
 DEFAULT_LIMITS = ImageLimits()
@@ -77,17 +82,12 @@ class MediaStore:
         self, data: bytes, limits: ImageLimits = DEFAULT_LIMITS, owner: str | None = None
     ) -> MediaRecord:
         """Store an image (ImageError if it is not one this server takes); the same bytes
-        again give the same record and the same single file. owner: the uploading tenant
-        (None: kept only while a message uses it)."""
+        again give the same record, stored once (and repaired if the stored copy was damaged).
+        owner: the uploading tenant (None: kept only while a message uses it)."""
         decoded = decode_image(data, limits)  # validate before anything is written
         sha = hashlib.sha256(data).hexdigest()
         rel = f"{sha[:2]}/{sha}{EXTENSIONS[decoded.mime_type]}"
-        path = self.root / rel
-        # An existing file is trusted only if it still hashes right: a damaged one is rewritten,
-        # so uploading the bytes again is how a corrupt file is repaired.
-        if not (path.is_file() and _sha256_of(path) == sha):
-            _write_atomic(path, data)
-        return self.store.add_media(sha, decoded.mime_type, len(data), rel, owner)
+        return self.store.add_media(sha, decoded.mime_type, len(data), rel, owner, data)
 
     def get(self, media_id: str, tenant_id: str | None = None) -> MediaRecord:
         """The record of a media id; KeyError if malformed, unknown, or not visible to
@@ -101,22 +101,37 @@ class MediaStore:
         return record
 
     def read(self, media_id: str, tenant_id: str | None = None) -> StoredMedia:
-        """Record and verified bytes; KeyError if unknown, MediaFileError if the file is
-        missing or does not match its recorded sha256."""
+        """Record and verified bytes; KeyError if unknown, MediaFileError if its bytes are
+        missing or do not match its recorded sha256."""
         record = self.get(media_id, tenant_id)
-        path = self._path(record)
-        try:
-            data = path.read_bytes()
-        except OSError as e:
+        data = self.store.get_media_bytes(record.id)
+        if data is None:
             raise MediaFileError(
-                f"the file of {media_id} is missing ({e.strerror}); upload the image again"
-            ) from None
+                f"the file of {media_id} is missing (an upload from before the database held "
+                "media, and no server has copied its file in); upload the image again"
+            )
         if hashlib.sha256(data).hexdigest() != record.sha256:
             raise MediaFileError(
                 f"the file of {media_id} is corrupt (its sha256 no longer matches); "
                 "upload the image again"
             )
         return StoredMedia(record, data)
+
+    def import_files(self) -> int:
+        """Copy into the database the bytes of older uploads whose file this server has (and
+        that still hash right); how many were copied. Safe on every replica at once."""
+        copied = 0
+        for record in self.store.media_without_bytes():
+            with suppress(OSError, MediaFileError):
+                data = self._path(record).read_bytes()
+                if hashlib.sha256(data).hexdigest() == record.sha256:
+                    self.store.add_media(
+                        record.sha256, record.mime_type, record.size, record.location, data=data
+                    )
+                    copied += 1
+        if copied:
+            log.info("copied %d media files from %s into the database", copied, self.root)
+        return copied
 
     def load(self, media_id: str, tenant_id: str | None = None) -> bytes:
         return self.read(media_id, tenant_id).data
@@ -131,7 +146,8 @@ class MediaStore:
         return seen
 
     def remove_files(self, freed: list[MediaRecord]) -> None:
-        """Delete the files of media rows the store has freed."""
+        """Delete the files (older uploads) of media rows the store has freed; their bytes in
+        the database went with the rows."""
         for record in freed:
             with suppress(OSError, MediaFileError):
                 self._path(record).unlink(missing_ok=True)
@@ -144,27 +160,3 @@ class MediaStore:
         if not path.is_relative_to(root):
             raise MediaFileError(f"the file of {record.id} is outside the media directory")
         return path
-
-
-def _sha256_of(path: Path) -> str:
-    h = hashlib.sha256()
-    with path.open("rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            h.update(block)
-    return h.hexdigest()
-
-
-def _write_atomic(path: Path, data: bytes) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    # Same directory as the target: os.replace is atomic only within one file system.
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-            f.flush()
-            os.fsync(f.fileno())  # the bytes are on disk before the name points at them
-        os.replace(tmp, path)
-    except BaseException:
-        with suppress(FileNotFoundError):
-            os.unlink(tmp)
-        raise

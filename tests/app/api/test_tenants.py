@@ -8,8 +8,11 @@ import time
 
 import httpx
 from PIL import Image
+from sqlalchemy import select
 
 from app.api.auth import tenant_salt
+from app.db.models import MediaBytes
+from app.db.store import Store
 from tests.app.api.keyed_server import KeyedServer
 
 SECRET = (
@@ -63,6 +66,16 @@ def test_another_tenant_cannot_list_read_write_or_delete_a_session(keyed: KeyedS
     assert sid in [s["id"] for s in httpx.get(keyed.url + "/v1/sessions", headers=a).json()["data"]]
 
 
+def stored_media(keyed: KeyedServer) -> set[str]:
+    """Ids of the media whose bytes the server's database holds."""
+    store = Store(f"sqlite:///{keyed.data_dir / 'kvchat.db'}")
+    try:
+        with store._tx() as s:
+            return set(s.scalars(select(MediaBytes.media_id)))
+    finally:
+        store.close()
+
+
 def png(color: tuple[int, int, int]) -> bytes:
     out = io.BytesIO()
     Image.new("RGB", (8, 8), color).save(out, "PNG")
@@ -80,11 +93,10 @@ def test_another_tenant_cannot_read_or_delete_media_and_delete_frees_it(keyed: K
         assert httpx.get(keyed.url + path, headers=b).status_code == 404
         assert httpx.get(keyed.url + path, headers=a).status_code == 200
     assert httpx.delete(f"{keyed.url}/v1/media/{mid}", headers=b).status_code == 404
-    files = list((keyed.data_dir / "media").rglob("*.png"))
-    assert len(files) == 1
+    assert stored_media(keyed) == {mid}
     assert httpx.delete(f"{keyed.url}/v1/media/{mid}", headers=a).status_code == 200
     assert httpx.get(f"{keyed.url}/v1/media/{mid}", headers=a).status_code == 404
-    assert not files[0].exists()  # nothing else used it: the file is gone
+    assert stored_media(keyed) == set()  # nothing else used it: its bytes are gone
 
 
 def wait_ready(keyed: KeyedServer, auth: dict[str, str], document_id: str) -> None:

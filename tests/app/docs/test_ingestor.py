@@ -8,14 +8,17 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Callable, Iterator
+from datetime import timedelta
 from pathlib import Path
 
 import numpy as np
 import pytest
+from sqlalchemy import update
 
 from app.db.chunk_store import ChunkStore
 from app.db.document_records import CollectionRecord
 from app.db.document_store import DocumentStore
+from app.db.models import Document, utcnow
 from app.db.store import Store
 from app.docs.ingestor import EMBED_BATCH, Ingestor, ingest_document
 from app.engine.background_pacer import BackgroundPacer
@@ -231,3 +234,55 @@ def test_the_servers_worker_paces_embedding_and_waits_for_quiet_before_each_batc
     assert batches[0] == 1 and sum(batches) == 20 and len(batches) < 20
     assert waits == list(range(len(batches)))
     assert rig.status(doc) == ("ready", None)
+
+
+# --- several workers on one database (replicas) -------------------------------------------------
+
+
+def test_two_workers_ingest_each_document_once_with_numbers_unique_in_the_collection(rig: Rig):
+    ready: list[str] = []
+    workers = [
+        Ingestor(rig.chunks, rig.library, rig.tokenize, MODEL, worker=name, lease_s=60.0)
+        for name in ("replica-a", "replica-b")
+    ]
+    for worker in workers:
+        worker.on_ready = lambda collection, doc: ready.append(doc)
+        worker.start()
+    docs = [rig.add(paragraphs(3, f"d{i}-"), f"d{i}.txt") for i in range(6)]
+    workers[0].submit(docs[-1])  # one upload wakes one replica; the other finds work by itself
+    for worker in workers:
+        worker.stop()  # returns once nothing is left to claim
+    assert sorted(ready) == sorted(docs)  # each document once, whichever worker took it
+    numbers = []
+    for doc in docs:
+        assert rig.status(doc) == ("ready", None)
+        for c in rig.docs.chunks("", doc, MODEL):
+            numbers.append(c.number)
+            header = chunk_text(c.number, doc_name(rig, doc), None, c.text)
+            assert c.token_ids == words(header)
+    assert sorted(numbers) == list(range(1, len(numbers) + 1))
+
+
+def doc_name(rig: Rig, document_id: str) -> str:
+    return rig.docs.get_document("", document_id).filename
+
+
+def test_a_document_whose_worker_died_is_taken_over_once_its_lease_ran_out(rig: Rig):
+    doc = rig.add(paragraphs(2))
+    assert rig.chunks.claims.claim_next("dead-replica", 60.0) == doc
+    rig.chunks.set_progress(doc, "processing", 1, 2, worker="dead-replica")
+    live = Ingestor(rig.chunks, rig.library, rig.tokenize, MODEL, worker="live", lease_s=60.0)
+    live.start()
+    live.stop()
+    assert rig.status(doc) == ("processing", None)  # the lease still runs: not taken
+    with rig.store._tx(write=True) as s:  # time passes: the lease runs out
+        s.execute(
+            update(Document)
+            .where(Document.id == doc)
+            .values(lease_until=utcnow() - timedelta(seconds=1))
+        )
+    live = Ingestor(rig.chunks, rig.library, rig.tokenize, MODEL, worker="live", lease_s=60.0)
+    live.start()
+    live.stop()
+    assert rig.status(doc) == ("ready", None)
+    assert rig.chunks.claims.holder(doc) == (None, False)

@@ -1,4 +1,5 @@
-"""MediaStore on a real SQLite Store: files by sha256, idempotent saves, verified reads."""
+"""MediaStore on a real SQLite Store: bytes in the database by sha256, idempotent saves, verified
+reads, older uploads' files copied in."""
 
 from __future__ import annotations
 
@@ -9,7 +10,9 @@ from types import SimpleNamespace
 
 import pytest
 from PIL import Image
+from sqlalchemy import delete, func, select, update
 
+from app.db.models import MediaBytes
 from app.db.store import Store
 from app.media.media_store import MediaFileError, MediaStore, image_limits, image_size
 from mm.image import ImageError, ImageLimits
@@ -42,15 +45,29 @@ def files(root: Path) -> list[Path]:
     return sorted(p for p in root.rglob("*") if p.is_file())
 
 
-def test_save_is_idempotent_one_file_one_record(media: MediaStore):
+def stored_bytes(store: Store) -> dict[str, bytes]:
+    with store._tx() as s:
+        return {m: bytes(d) for m, d in s.execute(select(MediaBytes.media_id, MediaBytes.data))}
+
+
+def set_bytes(store: Store, media_id: str, data: bytes | None) -> None:
+    """Damage (or, with None, drop) a row's stored bytes, as a disk fault or an old row would."""
+    with store._tx(write=True) as s:
+        if data is None:
+            s.execute(delete(MediaBytes).where(MediaBytes.media_id == media_id))
+        else:
+            s.execute(update(MediaBytes).where(MediaBytes.media_id == media_id).values(data=data))
+
+
+def test_save_is_idempotent_one_copy_one_record_and_no_file(media: MediaStore, store: Store):
     data = png()
     first = media.save(data)
     second = media.save(data)
     assert first == second
     assert first.id == "media-" + first.sha256[:24]
     assert (first.mime_type, first.size) == ("image/png", len(data))
-    stored = files(media.root)
-    assert stored == [media.root / first.sha256[:2] / f"{first.sha256}.png"]
+    assert stored_bytes(store) == {first.id: data}
+    assert files(media.root) == []  # every replica reads the database, none a directory
     assert first.location == f"{first.sha256[:2]}/{first.sha256}.png"  # relative: the dir can move
     assert media.save(png(color=(0, 0, 255))).id != first.id
 
@@ -71,23 +88,44 @@ def test_jpeg_gets_its_own_extension(media: MediaStore):
     assert record.mime_type == "image/jpeg" and record.location.endswith(".jpg")
 
 
-def test_corrupt_file_is_detected_and_a_new_upload_repairs_it(media: MediaStore):
+def test_corrupt_bytes_are_detected_and_a_new_upload_repairs_them(media: MediaStore, store: Store):
     data = png()
     record = media.save(data)
-    path = media.root / record.location
-    path.write_bytes(data[:-3] + b"xyz")
+    set_bytes(store, record.id, data[:-3] + b"xyz")
     with pytest.raises(MediaFileError, match="corrupt"):
         media.load(record.id)
-    assert media.save(data) == record  # same bytes again: the damaged file is rewritten
+    assert media.save(data) == record  # same bytes again: the damaged copy is rewritten
     assert media.load(record.id) == data
 
 
-def test_missing_file_is_detected(media: MediaStore):
-    record = media.save(png())
-    (media.root / record.location).unlink()
+def test_missing_bytes_are_detected_and_a_new_upload_stores_them(media: MediaStore, store: Store):
+    data = png()
+    record = media.save(data)
+    set_bytes(store, record.id, None)
     with pytest.raises(MediaFileError, match="missing"):
         media.load(record.id)
     assert issubclass(MediaFileError, ValueError)
+    assert media.save(data) == record
+    assert media.load(record.id) == data
+
+
+def test_older_uploads_files_are_copied_in_when_they_hash_right(media: MediaStore, store: Store):
+    """Rows from before the bytes moved into the database: their files are imported once."""
+    good, bad, gone = png(color=(1, 2, 3)), png(color=(4, 5, 6)), png(color=(7, 8, 9))
+    records = [media.save(d) for d in (good, bad, gone)]
+    for record, data in zip(records, (good, bad[:-1] + b"!", None), strict=True):
+        set_bytes(store, record.id, None)
+        if data is not None:
+            (media.root / record.location).parent.mkdir(parents=True, exist_ok=True)
+            (media.root / record.location).write_bytes(data)
+    assert media.import_files() == 1
+    assert media.load(records[0].id) == good
+    for record in records[1:]:  # a damaged file is not imported; a missing one cannot be
+        with pytest.raises(MediaFileError, match="missing"):
+            media.load(record.id)
+    assert media.import_files() == 0  # nothing left this server can copy
+    with store._tx() as s:
+        assert s.scalar(select(func.count()).select_from(MediaBytes)) == 1
 
 
 @pytest.mark.parametrize(

@@ -9,7 +9,10 @@ from pathlib import Path
 import httpx
 import pytest
 from PIL import Image
+from sqlalchemy import update
 
+from app.db.models import MediaBytes
+from app.db.store import Store
 from bench.server_process import ServerProcess
 from mm.image import ImageLimits
 
@@ -112,13 +115,20 @@ def test_over_the_limit_is_413(server: ServerProcess):
     assert upload(server, image("GIF")).status_code == 201  # the server is still fine
 
 
-def test_a_damaged_file_is_410_until_uploaded_again(server: ServerProcess):
+def test_damaged_bytes_are_410_until_uploaded_again(server: ServerProcess):
     data = image("PNG", (12, 12), (250, 250, 0))
     created = upload(server, data).json()
-    assert server._own_data is not None  # the server's own data directory
-    sha = created["sha256"]
-    path = Path(server._own_data) / "media" / sha[:2] / f"{sha}.png"
-    path.write_bytes(b"not the same bytes")
+    assert server._own_data is not None  # the server's own data directory and database
+    store = Store(f"sqlite:///{Path(server._own_data) / 'kvchat.db'}")
+    try:
+        with store._tx(write=True) as s:
+            s.execute(
+                update(MediaBytes)
+                .where(MediaBytes.media_id == created["id"])
+                .values(data=b"not the same bytes")
+            )
+    finally:
+        store.close()
     for suffix in ("", "/content"):
         r = httpx.get(f"{server.base_url}/v1/media/{created['id']}{suffix}", timeout=30)
         assert "upload the image again" in error_of(r, 410)

@@ -1,0 +1,70 @@
+"""DocLibrary as a cache of the database: two libraries on one database (two replicas, each with
+its own index directory) see each other's documents once ready, and never a deleted one."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from app.db.chunk_store import ChunkStore
+from app.db.document_records import NewChunk
+from app.db.document_store import DocumentStore
+from app.db.store import Store
+from app.docs.library import DocLibrary
+from tests.db_urls import BACKENDS, fresh_database_url
+
+
+@pytest.fixture(params=BACKENDS)
+def store(request: pytest.FixtureRequest, tmp_path: Path):
+    with fresh_database_url(request.param, tmp_path) as url:
+        s = Store(url)
+        s.migrate()
+        try:
+            yield s
+        finally:
+            s.close()
+
+
+def ready_document(docs: DocumentStore, chunk_store: ChunkStore, col: str, name: str) -> list[int]:
+    """A document made ready (as a worker on some replica would); its chunk ids."""
+    record, _ = docs.add_document(
+        "",
+        col,
+        filename=name,
+        kind="text",
+        sha256=name.encode().hex().ljust(64, "0")[:64],
+        text=name,
+        page_starts=[],
+        metadata={},
+    )
+    vecs = np.eye(4, dtype=np.float32)[:2]
+    new = [NewChunk(i, f"{name} {i}", i, i + 1, None, vecs[i]) for i in range(2)]
+    first = chunk_store.next_number(col)
+    assert chunk_store.finish_document(record.id, new, "m", [[1], [2]], first)
+    return [chunk_id for chunk_id, _ in chunk_store.numbered(record.id)]
+
+
+def test_a_replicas_index_follows_what_other_replicas_store_and_delete(
+    store: Store, tmp_path: Path
+):
+    docs, chunk_store = DocumentStore(store), ChunkStore(store)
+    col = docs.create_collection("", "c", 64, 8, None).id
+    here = DocLibrary(chunk_store, tmp_path / "a", None, 1)
+    there = DocLibrary(chunk_store, tmp_path / "b", None, 1)
+    assert len(there.index(col)) == 0  # loaded (and cached) before anything was stored
+    first = ready_document(docs, chunk_store, col, "one")
+    here.added(col, first, np.eye(4, dtype=np.float32)[:2])
+    assert there.index(col).ids() == set(first)  # made ready elsewhere: synced before use
+    second = ready_document(docs, chunk_store, col, "two")
+    assert there.index(col).ids() == set(first) | set(second)
+    assert here.index(col).ids() == set(first) | set(second)
+    [doc] = [d.id for d in docs.list_documents("", col) if d.filename == "one"]
+    docs.delete_document("", doc)
+    assert there.index(col).ids() == set(second)  # deleted elsewhere: never found again
+    hits = there.index(col).search(np.eye(4, dtype=np.float32)[0], 10)
+    assert {chunk_id for chunk_id, _ in hits} <= set(second)
+    # The saved file is the synced index: a restart of that replica loads it as it is.
+    again = DocLibrary(chunk_store, tmp_path / "b", None, 1)
+    assert again.index(col).ids() == set(second)
