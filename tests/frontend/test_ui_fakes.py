@@ -75,6 +75,7 @@ class FakeApi:
         self.collections = [{"id": "col-1", "object": "collection", "name": "notes"}]
         self.documents: list[dict] = []
         self.polls = 0
+        self.session_ids: list[str | None] = []  # X-Session-Id of each /v1/sessions/{id} call
 
     def session(self) -> dict:
         return {
@@ -94,6 +95,8 @@ class FakeApi:
             message = "this server needs an API key: send Authorization: Bearer KEY"
             return self.json(route, {"error": {"message": message, "code": "no_key"}}, 401)
         key = (req.method, path)
+        if path.startswith("v1/sessions/"):
+            self.session_ids.append(req.headers.get("x-session-id"))
         if key == ("GET", "v1/sessions"):
             return self.json(route, {"object": "list", "data": [self.session()]})
         if key == ("GET", f"v1/sessions/{SID}"):
@@ -248,6 +251,17 @@ def test_documents_panel_uploads_shows_progress_and_answers_from_a_collection(
     page.once("dialog", lambda d: d.accept())
     panel.get_by_role("button", name="Delete handbook.pdf").click()
     expect(row).to_have_count(0)
+
+
+def test_session_calls_name_their_session_in_a_header(page: Page, static_url: str):
+    """nginx keys a session's replica on X-Session-Id where the path does not show the id
+    (deploy/nginx.conf): the UI sends it with every call about a session."""
+    api = FakeApi()
+    open_fake(page, static_url, api)
+    send(page, "Hello?")
+    expect(page.locator("article.message.assistant")).to_have_count(1)
+    assert len(api.session_ids) >= 2  # the session read and the turn, at least
+    assert set(api.session_ids) == {SID}
 
 
 def test_shift_enter_is_a_new_line_and_enter_sends(page: Page, static_url: str):
