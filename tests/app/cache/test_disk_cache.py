@@ -179,6 +179,8 @@ def test_a_shared_eviction_is_seen_by_the_other_replica(tmp_path: Path, model_fi
     a = DiskCache(directory, model_file, journal="a")
     b = DiskCache(directory, model_file, journal="b")
     a.store("", TokenSequence([1, 2, 3]), b"x", documents=frozenset({"doc"}))
+    (entry,) = a.entries.values()
+    entry.written.result()  # written and journaled (a keeps its writer for the eviction)
     b.refresh_async().result()
     assert b.best("", TokenSequence([1, 2, 3])) is not None
     assert a.forget_documents({"doc"}) == 1
