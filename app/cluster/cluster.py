@@ -117,6 +117,9 @@ class Cluster:
             env=env,
             stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT,
+            # Not in the terminal's process group: Ctrl-C reaches the cluster, which stops
+            # nginx first and then each replica, in order.
+            start_new_session=True,
         )
         threading.Thread(target=self._copy_output, args=(replica,), daemon=True).start()
 

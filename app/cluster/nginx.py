@@ -79,7 +79,8 @@ class Nginx:
         test = subprocess.run([*command, "-t", "-q", "-c", str(conf)], capture_output=True)
         if test.returncode != 0:
             raise RuntimeError(f"nginx rejected {conf}: {test.stderr.decode(errors='replace')}")
-        self.proc = subprocess.Popen([*command, "-c", str(conf)])
+        # Its own session: Ctrl-C reaches the cluster, which stops nginx (`stop`).
+        self.proc = subprocess.Popen([*command, "-c", str(conf)], start_new_session=True)
         return self.proc
 
     def error_log(self) -> str:

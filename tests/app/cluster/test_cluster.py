@@ -138,3 +138,12 @@ def test_sse_streams_through_nginx_unbuffered(cluster: Cluster):
     while httpx.get(replica.url + "/health").json()["slots_processing"]:
         assert time.monotonic() < deadline, "closing the stream did not cancel it"
         time.sleep(0.05)
+
+
+def test_a_collections_requests_land_on_one_replica(cluster: Cluster):
+    for cid in ("c-one", "c-two", "c-three"):
+        seen = {
+            httpx.get(cluster.url + f"/v1/collections/{cid}/documents").headers["x-replica"]
+            for _ in range(4)
+        }
+        assert len(seen) == 1, (cid, seen)
