@@ -104,6 +104,9 @@ class DiskCache:
         try:
             header = state_file.load_header(path, self.model)
             stat = path.stat()
+        except FileNotFoundError:  # evicted meanwhile (by another replica, when shared)
+            log.debug("cache file %s is gone", path.name)
+            return None
         except (OSError, StateFileError) as e:
             log.warning("skipping cache file %s: %s", path.name, e)
             return None

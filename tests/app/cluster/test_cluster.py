@@ -112,6 +112,15 @@ def test_kill_9_of_a_sessions_replica_fails_over_with_history_and_kv(
     finally:
         cluster.start_replica(holder)  # the next tests have two replicas again
         cluster.wait_healthy([holder], HANG_GUARD_S)
+        wait_routed_to(cluster, holder)
+
+
+def wait_routed_to(cluster: Cluster, replica: Replica) -> None:
+    """Until nginx sends requests to the replica again (it skips one that failed for a while)."""
+    deadline = time.monotonic() + HANG_GUARD_S
+    while httpx.get(cluster.url + "/health").headers["x-replica"] != replica.name:
+        assert time.monotonic() < deadline, f"nginx never went back to {replica.name}"
+        time.sleep(0.2)
 
 
 def test_sse_streams_through_nginx_unbuffered(cluster: Cluster):
@@ -138,6 +147,11 @@ def test_sse_streams_through_nginx_unbuffered(cluster: Cluster):
     while httpx.get(replica.url + "/health").json()["slots_processing"]:
         assert time.monotonic() < deadline, "closing the stream did not cancel it"
         time.sleep(0.05)
+
+
+def test_requests_without_an_affinity_key_are_spread_over_the_replicas(cluster: Cluster):
+    seen = {httpx.get(cluster.url + "/health").headers["x-replica"] for _ in range(4)}
+    assert seen == {r.name for r in cluster.replicas}
 
 
 def test_a_collections_requests_land_on_one_replica(cluster: Cluster):
