@@ -142,6 +142,11 @@ def test_sse_streams_through_nginx_unbuffered(cluster: Cluster):
         health = httpx.get(replica.url + "/health").json()
         # Still queued or generating: this is not the end.
         assert health["slots_processing"] + health["queue"] >= 1, (health, replica.name)
+    # nginx reads the replica's X-Accel-Buffering (and does not pass it on): it is there.
+    short = {**body, "max_tokens": 2}
+    with httpx.stream("POST", replica.url + "/v1/chat/completions", json=short) as direct:
+        assert direct.headers["x-accel-buffering"] == "no"
+        direct.read()
     # Closing the stream cancels the generation (through nginx too).
     deadline = time.monotonic() + HANG_GUARD_S
     while httpx.get(replica.url + "/health").json()["slots_processing"]:
