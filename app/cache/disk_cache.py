@@ -14,11 +14,10 @@ writer thread computes the checksum and writes the file, holding a reference to 
 pooled buffer until it is written; `read_async` reads and checks a file on a reader thread,
 waiting only for that entry's own write if it is still pending.
 
-Shared (`journal` given, --cache-shared): replicas share the directory. Each journals what it
-writes and drops (app/cache/disk_journal.py); `refresh_async` reads the others' news on the
-reader thread, and the engine thread indexes it at its next lookup or store. Evicting moves a
-file to the trash instead of deleting it, and eviction and the budget cover every replica's
-entries alike.
+Shared (`journal`, --cache-shared): replicas share the directory; each journals what it writes
+and drops (app/cache/disk_journal.py). `refresh_async` reads the others' news on the reader
+thread; the engine thread indexes it at its next lookup or store. Eviction (to the trash) and
+the budget cover every replica's entries alike.
 """
 
 from __future__ import annotations
@@ -88,17 +87,13 @@ class DiskCache:
         start = f"{owner}{time.time_ns():x}-{os.getpid():x}"
         self._names = (f"{start}-{i}" for i in itertools.count())
         for path in sorted(self.dir.glob("*" + SUFFIX)):
-            self._load_header(path)
+            if (entry := self._entry_of(path)) is not None:
+                self._add(entry)
         self._evict()  # the budget may have been lowered since the files were written
 
     @property
     def shared(self) -> bool:
         return self.journal is not None
-
-    def _load_header(self, path: Path) -> None:
-        entry = self._entry_of(path)
-        if entry is not None:
-            self._add(entry)
 
     def _entry_of(self, path: Path) -> DiskEntry | None:
         try:
@@ -189,10 +184,9 @@ class DiskCache:
             return
         news = self.journal.news()
         for name in news.added:
-            if name.endswith(SUFFIX) and name not in self.entries:  # a racy read: re-checked
-                entry = self._entry_of(self.dir / name)
-                if entry is not None:
-                    self._news.put(entry)
+            known = name in self.entries  # a racy read: `_take_news` checks again
+            if name.endswith(SUFFIX) and not known and (e := self._entry_of(self.dir / name)):
+                self._news.put(e)
         for name in news.removed:
             self._news.put(name)
 
@@ -201,11 +195,8 @@ class DiskCache:
         if self.journal is None:
             return
         changed = False
-        while True:
-            try:
-                item = self._news.get_nowait()
-            except queue.Empty:
-                break
+        while not self._news.empty():  # this thread is the only consumer
+            item = self._news.get()
             if isinstance(item, DiskEntry):
                 if item.path.name not in self.entries:
                     self._add(item)
