@@ -35,7 +35,7 @@ STAMP := $(VENV)/.installed
 LLAMA_SERVER_DIR := build/llama-server$(if $(filter-out cpu,$(LLAMA_BACKEND)),-$(LLAMA_BACKEND))
 LLAMA_SERVER := $(LLAMA_SERVER_DIR)/bin/llama-server
 
-.PHONY: install run test test-fast lint bench load clean llama-server frontend
+.PHONY: install run test test-fast lint bench load clean llama-server frontend cluster
 
 # The web UI: npm packages from package-lock.json, bundled by esbuild into frontend/dist (ignored;
 # the server serves it, and runs without it, API only, saying so in its log).
@@ -87,11 +87,21 @@ test: $(STAMP) $(FRONTEND_UI)
 	$(PY) -m ruff check .
 	# Browser tests drive Debian's chromium (installed here when missing).
 	scripts/chromium.sh >/dev/null
+	# The cluster tests run two replicas behind Debian's nginx (installed here when missing).
+	scripts/nginx.sh >/dev/null
 	# The database tests also run on PostgreSQL: a throwaway server (scripts/postgres.sh; apt
 	# installs PostgreSQL if missing), stopped however pytest ends; pytest's status is ours.
 	trap 'scripts/postgres.sh stop' EXIT; \
 	url=$$(scripts/postgres.sh start) || exit 1; \
 	KVCHAT_TEST_POSTGRES_URL=$$url $(PY) -m pytest -q $(PYTEST_ARGS)
+
+# REPLICAS servers on PORT+1.. behind nginx on PORT, on DATABASE_URL or a throwaway PostgreSQL,
+# sharing a KV tier; foreground, Ctrl-C stops all. ARGS go to every replica (docs/deployment.md).
+REPLICAS ?= 2
+PORT ?= 8080
+cluster: $(STAMP) $(FRONTEND_UI)
+	scripts/nginx.sh >/dev/null
+	$(PY) -m app.cluster --replicas $(REPLICAS) --port $(PORT) -- $(ARGS)
 
 lint: $(STAMP)
 	$(PY) -m ruff check .

@@ -12,6 +12,7 @@ sees only `EngineConfig`.
 from __future__ import annotations
 
 import importlib.util
+import socket
 from pathlib import Path
 from typing import Literal
 
@@ -70,6 +71,10 @@ class Settings(BaseSettings):
     """llama.cpp's own log lines"""
     log_level: str = setting("info", "--log-level", group=SERVER)
     """log level of the server and uvicorn"""
+    # Also names its journal in a shared --cache-dir (engine_config() fills in the default).
+    replica_name: str | None = setting(None, "--replica-name", group=SERVER, engine="cache_journal")
+    """this server's name in the X-Replica response header and its shared-cache journal, one
+    per replica behind a load balancer (unset: host name:port)"""
 
     model: str | None = setting(None, "-m", "--model", group=MODEL, engine="model_path")
     """GGUF model path (unset: the packaged SmolLM2-135M-Instruct)"""
@@ -148,6 +153,9 @@ class Settings(BaseSettings):
         0, "--cache-disk", group=CACHE, engine="cache_disk_bytes", to_engine="MiB -> bytes", ge=0
     )
     """disk tier budget, MiB (0: no limit; least recently used go first)"""
+    cache_shared: bool = setting(False, "--cache-shared", group=CACHE, engine=True)
+    """the --cache-dir is shared by several replicas: each publishes the KV of every finished
+    turn there and finds what the others published (docs/deployment.md)"""
     cache_policy: Literal["lru", "gdsf"] = setting(
         "gdsf", "--cache-policy", group=CACHE, engine=True
     )
@@ -242,6 +250,12 @@ class Settings(BaseSettings):
     """directory of POST /slots/{id}?action=save|restore files (unset: `<data-dir>/slots`)"""
 
     @model_validator(mode="after")
+    def _shared_cache_has_a_dir(self) -> Settings:
+        if self.cache_shared and not self.cache_dir:
+            raise ValueError("--cache-shared needs --cache-dir (a directory every replica mounts)")
+        return self
+
+    @model_validator(mode="after")
     def _batch_holds_every_slot(self) -> Settings:
         # Every generating slot puts one token into each llama_decode.
         if self.batch_size < self.parallel:
@@ -267,6 +281,10 @@ class Settings(BaseSettings):
         """FAISS index files, one per collection (rebuilt from the database when stale)."""
         return (Path(self.data_dir) / "indexes").resolve()
 
+    def replica(self) -> str:
+        """--replica-name, else this machine's host name and the port."""
+        return self.replica_name or f"{socket.gethostname()}:{self.port}"
+
     def model_name(self) -> str:
         return self.model_alias or Path(self.model_path()).stem
 
@@ -283,4 +301,5 @@ class Settings(BaseSettings):
         values["n_ubatch"] = min(self.ubatch_size, self.batch_size)
         # Parking moves idle KV to the host cache: without one there is nowhere to keep it.
         values["park_idle_slots"] = self.cache_idle_slots and self.cache_ram != 0
+        values["cache_journal"] = self.replica()  # unset: the default name
         return EngineConfig(**values)

@@ -12,11 +12,11 @@ from starlette.types import Scope
 
 from app.api.arrival_tickets import ArrivalTickets
 from app.api.auth import Auth, tenant_salt
-from app.api.body_limit import BodyLimit
+from app.api.body_limit import BodyLimit, largest_body
 from app.api.errors import ERROR_RESPONSES, install_error_handlers
 from app.api.frontend import install_frontend
-from app.api.media_upload import MULTIPART_OVERHEAD
 from app.api.metrics import EngineGauges, Metrics
+from app.api.replica_header import ReplicaHeader
 from app.api.routes import (
     collections,
     documents,
@@ -107,6 +107,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.add_middleware(
         Auth, static_key=settings.api_key, max_per_key=settings.max_concurrent_per_key
     )
+    app.add_middleware(ReplicaHeader, name=settings.replica())  # on every answer, errors too
     # Outermost: a generation request counts as arriving before anything else is done with it.
     app.add_middleware(ArrivalTickets)
     routers = (
@@ -127,9 +128,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
 
 
 def _body_limit(settings: Settings) -> Callable[[Scope], int]:
-    """--max-body-bytes; media uploads (read as they stream, see app/api/media_upload.py)
-    may be as large as --image-max-bytes allows."""
-    upload = max(settings.max_body_bytes, settings.image_max_bytes + MULTIPART_OVERHEAD)
+    """--max-body-bytes; media uploads may be as large as `largest_body`."""
+    upload = largest_body(settings)
 
     def limit_for(scope: Scope) -> int:
         is_upload = scope["method"] == "POST" and scope["path"].rstrip("/") == "/v1/media"

@@ -6,7 +6,7 @@ Every import counts, also those inside functions and under `if TYPE_CHECKING:`: 
 only type checkers follow is still a circle for a reader.
 
 Layers, top to bottom (a module may import its own layer and those below it):
-  entry points (app/__main__.py, app/server.py, app/keys_cli.py, bench/) ->
+  entry points (app/__main__.py, app/server.py, app/keys_cli.py, app/cluster, bench/) ->
   routes (app/api/routes) -> services (app/chat, app/docs, the rest of app/api, app/config.py) ->
   storage (app/db, app/media) -> engine (app/engine) -> cache (app/cache) -> libraries (mm, rag).
 `rag` and `mm` never import `app`; nothing under them imports `bench` or `tests`.
@@ -33,6 +33,7 @@ LAYERS: tuple[tuple[str, int, str], ...] = (
     ("app.server", 8, "entry point"),
     ("app.keys_cli", 8, "entry point"),
     ("app.config_reference", 8, "entry point"),
+    ("app.cluster", 8, "entry point"),
     ("app.api.routes", 7, "routes"),
     ("app.api", 6, "services"),
     ("app.chat", 6, "services"),

@@ -14,8 +14,17 @@ from starlette.exceptions import HTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from app.api.errors import error_body
+from app.api.media_upload import MULTIPART_OVERHEAD
+from app.config import Settings
 
 LimitFor = Callable[[Scope], int]
+
+
+def largest_body(settings: Settings) -> int:
+    """The largest body a route accepts: --max-body-bytes, or a media upload (read as it
+    streams, see app/api/media_upload.py) as large as --image-max-bytes allows. A load
+    balancer in front sets its own limit to this (app/cluster/nginx.py)."""
+    return max(settings.max_body_bytes, settings.image_max_bytes + MULTIPART_OVERHEAD)
 
 
 class BodyTooLarge(HTTPException):

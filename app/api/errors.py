@@ -10,6 +10,8 @@ from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, Response
 from pydantic import BaseModel
+from sqlalchemy.exc import InterfaceError, OperationalError
+from sqlalchemy.exc import TimeoutError as PoolTimeout
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from app.api.frontend import frontend_page
@@ -61,7 +63,7 @@ ERROR_RESPONSES: dict[int | str, dict[str, Any]] = {
         (415, "Unsupported Content-Type"),
         (429, "This key has too many requests running (see Retry-After)"),
         (500, "Internal error"),
-        (503, "The server is busy (see Retry-After) or shutting down"),
+        (503, "The server is busy (see Retry-After), shutting down, or cannot reach its database"),
         (504, "The request took longer than --timeout"),
     )
 }
@@ -224,6 +226,16 @@ def install_error_handlers(app: FastAPI) -> None:
         if status == 413:
             return error_response(str(exc.detail), 413, code="request_too_large")
         return error_response(str(exc.detail), status, headers=exc.headers)
+
+    # The database is down, unreachable or busy: 503, so a load balancer tries another replica
+    # (one that can reach it) and a client retries, instead of a 500 that says nothing can.
+    @app.exception_handler(OperationalError)
+    @app.exception_handler(InterfaceError)
+    @app.exception_handler(PoolTimeout)
+    async def _database_unavailable(request: Request, exc: Exception) -> JSONResponse:
+        log.warning("database unavailable: %s", str(exc).splitlines()[0] if str(exc) else exc)
+        message = "the database is unavailable; try again"
+        return error_response(message, 503, code="unavailable", headers={"Retry-After": "1"})
 
     @app.exception_handler(Exception)
     async def _unexpected(_: Request, exc: Exception) -> JSONResponse:

@@ -13,6 +13,11 @@ restore bumps the file's mtime, and the order is seeded from mtimes at start-up.
 writer thread computes the checksum and writes the file, holding a reference to the state's
 pooled buffer until it is written; `read_async` reads and checks a file on a reader thread,
 waiting only for that entry's own write if it is still pending.
+
+Shared (`journal`, --cache-shared): replicas share the directory; each journals what it writes
+and drops (app/cache/disk_journal.py). `refresh_async` reads the others' news on the reader
+thread; the engine thread indexes it at its next lookup or store. Eviction (to the trash) and
+the budget cover every replica's entries alike.
 """
 
 from __future__ import annotations
@@ -21,12 +26,14 @@ import contextlib
 import itertools
 import logging
 import os
+import queue
 import time
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from app.cache import state_file
+from app.cache.disk_journal import DiskJournal
 from app.cache.prefix_index import PrefixIndex
 from app.cache.state_file import StateFileError
 from app.cache.state_pool import StateBlob
@@ -52,9 +59,21 @@ class DiskEntry:
 
 
 class DiskCache:
-    def __init__(self, directory: str | Path, model_path: str, max_bytes: int = 0) -> None:
+    def __init__(
+        self,
+        directory: str | Path,
+        model_path: str,
+        max_bytes: int = 0,
+        journal: str | None = None,
+    ) -> None:
+        """`journal`: this replica's name in a directory shared with others (None: ours)."""
         self.dir = Path(directory)
         self.dir.mkdir(parents=True, exist_ok=True)
+        # Before the scan: what is written after it is journaled (app/cache/disk_journal.py).
+        self.journal = DiskJournal(self.dir, journal) if journal is not None else None
+        # Entries found (DiskEntry) and files dropped (str) by other replicas, from the reader
+        # thread to the engine thread.
+        self._news: queue.SimpleQueue[DiskEntry | str] = queue.SimpleQueue()
         self.model = state_file.cached_fingerprint(model_path)
         self.max_bytes = max_bytes  # 0 = no limit
         self.total_bytes = 0  # sum of file_bytes over entries
@@ -63,29 +82,38 @@ class DiskCache:
         self._writer = ThreadPoolExecutor(max_workers=1, thread_name_prefix="cache-writer")
         self._reader = ThreadPoolExecutor(max_workers=1, thread_name_prefix="cache-reader")
         # Unique, hash-free names: the engine thread names a file before the writer hashes it.
-        self._names = (f"{time.time_ns():x}-{os.getpid():x}-{i}" for i in itertools.count())
+        # Shared: the replica's journal name in front, unique across machines too.
+        owner = f"{self.journal.own.stem}-" if self.journal is not None else ""
+        start = f"{owner}{time.time_ns():x}-{os.getpid():x}"
+        self._names = (f"{start}-{i}" for i in itertools.count())
         for path in sorted(self.dir.glob("*" + SUFFIX)):
-            self._load_header(path)
+            if (entry := self._entry_of(path)) is not None:
+                self._add(entry)
         self._evict()  # the budget may have been lowered since the files were written
 
-    def _load_header(self, path: Path) -> None:
+    @property
+    def shared(self) -> bool:
+        return self.journal is not None
+
+    def _entry_of(self, path: Path) -> DiskEntry | None:
         try:
             header = state_file.load_header(path, self.model)
             stat = path.stat()
+        except FileNotFoundError:  # evicted meanwhile (by another replica, when shared)
+            log.debug("cache file %s is gone", path.name)
+            return None
         except (OSError, StateFileError) as e:
             log.warning("skipping cache file %s: %s", path.name, e)
-            return
-        self._add(
-            DiskEntry(
-                path,
-                header.salt,
-                header.tokens,
-                header.n_bytes,
-                header.sha256,
-                stat.st_size,
-                stat.st_mtime,
-                header.documents,
-            )
+            return None
+        return DiskEntry(
+            path,
+            header.salt,
+            header.tokens,
+            header.n_bytes,
+            header.sha256,
+            stat.st_size,
+            stat.st_mtime,
+            header.documents,
         )
 
     def _add(self, entry: DiskEntry) -> None:
@@ -103,6 +131,7 @@ class DiskCache:
         """Queue an entry for the writer (it takes its own reference to a blob); entries it
         wholly contains are deleted, an identical one is only touched. An entry larger than the
         whole budget is not written; older entries make room for a new one."""
+        self._take_news()
         for other, n in self.index.match(salt, tokens).items():
             same = self.entries[other]
             if n == len(tokens) == len(same.tokens) and same.documents == documents:
@@ -125,13 +154,16 @@ class DiskCache:
             self.dir / name, salt, tokens.copy(), n_bytes, "", size, time.time(), documents
         )
         blob = data.retain() if isinstance(data, StateBlob) else data
-        entry.written = self._writer.submit(self._write, entry, header, blob)
+        entry.written = self._writer.submit(self._write, entry, header, blob, self.journal)
         self._add(entry)
         self._evict(keep=name)
 
     @staticmethod
-    def _write(entry: DiskEntry, header: dict, blob: StateBlob | bytes) -> None:
-        """Writer thread: checksum, header, atomic file write; then the blob goes back."""
+    def _write(
+        entry: DiskEntry, header: dict, blob: StateBlob | bytes, journal: DiskJournal | None
+    ) -> None:
+        """Writer thread: checksum, header, atomic file write (then journaled, when shared);
+        then the blob goes back."""
         try:
             data = blob.view() if isinstance(blob, StateBlob) else blob
             header["sha256"] = entry.sha256 = state_file.checksum(data)
@@ -139,8 +171,43 @@ class DiskCache:
         finally:
             if isinstance(blob, StateBlob):
                 blob.release()
+        if journal is not None:
+            journal.wrote(entry.path.name)
+
+    def refresh_async(self) -> Future:
+        """Shared: read the other replicas' news on the reader thread (queued before any read
+        asked for after it); the engine thread indexes it at its next `best` or `store`."""
+        return self._reader.submit(self._refresh)
+
+    def _refresh(self) -> None:
+        if self.journal is None:
+            return
+        news = self.journal.news()
+        for name in news.added:
+            known = name in self.entries  # a racy read: `_take_news` checks again
+            if name.endswith(SUFFIX) and not known and (e := self._entry_of(self.dir / name)):
+                self._news.put(e)
+        for name in news.removed:
+            self._news.put(name)
+
+    def _take_news(self) -> None:
+        """Engine thread: index what `_refresh` found, forget what others dropped."""
+        if self.journal is None:
+            return
+        changed = False
+        while not self._news.empty():  # this thread is the only consumer
+            item = self._news.get()
+            if isinstance(item, DiskEntry):
+                if item.path.name not in self.entries:
+                    self._add(item)
+                    changed = True
+            elif item in self.entries:
+                self._forget(item)
+        if changed:
+            self._evict()
 
     def best(self, salt: str, prompt: TokenSequence) -> tuple[DiskEntry, int] | None:
+        self._take_news()
         found = self.index.best(salt, prompt)
         return (self.entries[found[0]], found[1]) if found else None
 
@@ -183,6 +250,7 @@ class DiskCache:
 
     def forget_documents(self, documents: set[str]) -> int:
         """Delete every file holding a chunk of these documents; returns how many."""
+        self._take_news()
         gone = [name for name, e in self.entries.items() if e.documents & documents]
         for name in gone:
             self._delete(name)
@@ -214,10 +282,17 @@ class DiskCache:
             self._delete(min(victims, key=lambda e: e.last_used).path.name)
 
     def _delete(self, name: str) -> None:
+        entry = self._forget(name)
+        if self.journal is not None:  # another replica may be reading it
+            self._writer.submit(self.journal.discard, entry.path)
+        else:
+            self._writer.submit(entry.path.unlink, missing_ok=True)
+
+    def _forget(self, name: str) -> DiskEntry:
         entry = self.entries.pop(name)
         self.total_bytes -= entry.file_bytes
         self.index.remove(name)
-        self._writer.submit(entry.path.unlink, missing_ok=True)
+        return entry
 
 
 def _utime(path: Path) -> None:

@@ -47,6 +47,10 @@ class EngineConfig:
     cache_policy: str = "gdsf"
     cache_dir: str | None = None  # disk tier: saved states survive a restart
     cache_disk_bytes: int = 0  # disk tier budget; 0 = no limit
+    # The disk tier's directory is shared by replicas (app/cache/disk_journal.py); the journal
+    # name is this replica's, so a restart takes over its own journal.
+    cache_shared: bool = False
+    cache_journal: str = "kvchat"
     cache_reuse: int = 0  # min run to reuse by KV shifting (--cache-reuse); 0 = off
     # Blend (app/engine/chunk_blend.py): tokens recomputed at the start of each placed chunk.
     blend_sink_tokens: int = 16

@@ -67,7 +67,12 @@ class Engine:
         self.scheduler = Scheduler(self.model.n_seq_max, config.slot_prompt_similarity)
         host = HostCache(config.cache_ram_bytes, config.cache_ram_tokens, config.cache_policy)
         disk = (
-            DiskCache(config.cache_dir, config.model_path, config.cache_disk_bytes)
+            DiskCache(
+                config.cache_dir,
+                config.model_path,
+                config.cache_disk_bytes,
+                journal=config.cache_journal if config.cache_shared else None,
+            )
             if config.cache_dir
             else None
         )

@@ -183,9 +183,11 @@ class EngineLoop:
 
     def _closed(self, task: Task, slot: Slot) -> None:
         """The task ended (its terminal event goes out right after this): queue the idle
-        prefill of its conversation's next-turn boundary, then free the slot."""
+        prefill of its conversation's next-turn boundary, publish its KV to a shared disk tier,
+        then free the slot."""
         tail = task.next_turn_tail(self.model.is_eog)
         delay = self.config.idle_prefill_delay
         if tail and delay >= 0 and slot.cache.n_pos + len(tail) < self.model.n_ctx:
             slot.tail, slot.tail_due = tail, time.monotonic() + delay
+        self.reuse.publish(slot)
         self.scheduler.release(task)

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
+from concurrent.futures import Future
 from dataclasses import dataclass, field
 
 from app.cache.disk_cache import DiskCache, DiskEntry
@@ -122,14 +123,16 @@ class PrefixReuse:
             if self.stats.saves != saves:  # an entry saved may replace one it wholly contains
                 found = self.host.best(salt, prompt)
                 host_n = usable_prefix(prompt, found[1]) if found else 0
-        if found and host_n > max(own, donor_n):
+        # A longer prefix on disk wins over host memory's (a shared tier holds other replicas'
+        # conversations, which this one's host memory never saw).
+        on_disk = self._disk_best(task)
+        disk_n = usable_prefix(prompt, on_disk[1]) if on_disk else 0
+        if found and host_n > max(own, donor_n) and host_n >= disk_n:
             self.save(slot, keep=0)
             if self._restore(slot, found[0].data, found[0].tokens, found[0].salt, "host"):
                 slot.documents = found[0].documents
                 self.host.touch(found[0])
                 return self._count("host", slot.cut_to(host_n, self.model))
-        on_disk = self._disk_best(task)
-        disk_n = usable_prefix(prompt, on_disk[1]) if on_disk else 0
         if on_disk and disk_n > max(own, donor_n, host_n):
             entry = on_disk[0]
             data = self._read(task, entry)
@@ -219,17 +222,36 @@ class PrefixReuse:
         file). The task is not admitted before the read ends (`Task.waiting_for`)."""
         if self.disk is None or not task.cache_prompt:
             return
+        # Shared: first what the other replicas wrote since the last look (the reader thread
+        # runs in order: a read queued below starts after it). What it finds is indexed when
+        # the task is admitted and, if better than what is known now, read then.
+        refresh = self.disk.refresh_async() if self.disk.shared else None
+        future = self._prefetch_known(task)
+        if future is None:
+            future = refresh
+        if future is not None:
+            task.waiting_for = future
+            future.add_done_callback(lambda _: self.wake())
+
+    def _prefetch_known(self, task: Task) -> Future | None:
         on_disk = self._disk_best(task)
         if on_disk is None:
-            return
+            return None
         prompt, salt = task.request.prompt, task.request.cache_salt
         found = self.host.best(salt, prompt)
         if found is not None and found[1] >= on_disk[1]:
-            return
+            return None
         future = self.disk.read_async(on_disk[0])
         task.prefetched = (on_disk[0], future)
-        task.waiting_for = future
-        future.add_done_callback(lambda _: self.wake())
+        return future
+
+    def publish(self, slot: Slot) -> None:
+        """Shared disk tier: a finished turn's KV is written now, not when its slot is next
+        parked, so another replica can restore it if this one dies or the conversation's next
+        turn goes elsewhere. Costs one state copy per turn on this thread (the file is written
+        on the writer thread)."""
+        if self.disk is not None and self.disk.shared and slot.blended_from is None:
+            self.save(slot, keep=0)
 
     def _disk_best(self, task: Task) -> tuple[DiskEntry, int] | None:
         if self.disk is None:

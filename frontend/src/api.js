@@ -31,8 +31,17 @@ async function errorOf(resp) {
   return new ApiError(message, resp.status, body);
 }
 
+// Behind nginx (deploy/nginx.conf) a session's requests go to the replica holding its KV: the
+// key is the id in a /v1/sessions/{id} path, or this header where the path is not the one
+// nginx matches (the UI served under a path prefix).
+const SESSION_PATH = /^v1\/sessions\/([^/?]+)/;
+export function sessionHeaders(path) {
+  const m = SESSION_PATH.exec(path);
+  return m ? { "X-Session-Id": decodeURIComponent(m[1]) } : {};
+}
+
 export async function call(method, path, body) {
-  const init = { method, headers: auth.headers() };
+  const init = { method, headers: { ...auth.headers(), ...sessionHeaders(path) } };
   if (body !== undefined) {
     init.headers["Content-Type"] = "application/json";
     init.body = JSON.stringify(body);
@@ -99,7 +108,7 @@ export function uploadDocument(collectionId, file, onProgress) {
 export async function stream(path, body, onEvent, signal) {
   const resp = await fetch(path, {
     method: "POST",
-    headers: { ...auth.headers(), "Content-Type": "application/json" },
+    headers: { ...auth.headers(), ...sessionHeaders(path), "Content-Type": "application/json" },
     body: JSON.stringify({ ...body, stream: true, stream_options: { include_usage: true } }),
     signal,
   });

@@ -98,3 +98,14 @@ def test_database_url_flag_and_environment_reach_the_settings(monkeypatch: pytes
     assert Settings(**parse_args([])).database() == "sqlite:///from-env.db"
     flagged = Settings(**parse_args(["--database-url", "postgresql+psycopg://u@h/db"]))
     assert flagged.database() == "postgresql+psycopg://u@h/db"  # the flag wins
+
+
+def test_a_shared_cache_needs_a_cache_dir_and_journals_under_the_replica_name(model_path: str):
+    with pytest.raises(ValueError, match="--cache-shared needs --cache-dir"):
+        Settings(**parse_args(["--cache-shared"]))
+    s = Settings(**parse_args(["--cache-shared", "--cache-dir", "kv", "--replica-name", "r1"]))
+    config = s.engine_config()
+    assert config.cache_shared and config.cache_journal == "r1" and s.replica() == "r1"
+    unnamed = Settings(**parse_args(["--port", "8123"]))
+    assert unnamed.replica().endswith(":8123") and not unnamed.engine_config().cache_shared
+    assert unnamed.engine_config().cache_journal == unnamed.replica()

@@ -78,6 +78,7 @@ class FakeApi:
         self.collections = [{"id": "col-1", "object": "collection", "name": "notes"}]
         self.documents: list[dict] = []
         self.polls = 0
+        self.session_ids: list[str | None] = []  # X-Session-Id of each /v1/sessions/{id} call
 
     def session(self) -> dict:
         return {
@@ -97,6 +98,8 @@ class FakeApi:
             message = "this server needs an API key: send Authorization: Bearer KEY"
             return self.json(route, {"error": {"message": message, "code": "no_key"}}, 401)
         key = (req.method, path)
+        if path.startswith("v1/sessions/"):
+            self.session_ids.append(req.headers.get("x-session-id"))
         if key == ("GET", "v1/sessions"):
             return self.json(route, {"object": "list", "data": [self.session()]})
         if key == ("GET", f"v1/sessions/{SID}"):
@@ -267,6 +270,17 @@ def test_blend_is_asked_for_and_its_fallback_shows_in_the_cache_bar(page: Page, 
     expect(bar.locator(".reuse")).to_have_text(f"prefix reuse (blend fell back: {reason})")
     expect(bar).to_have_attribute("data-blended", "0")
     assert api.sent[-1]["rag"] == {"collection_ids": ["col-1"], "kv_reuse": "blend"}
+
+
+def test_session_calls_name_their_session_in_a_header(page: Page, static_url: str):
+    """nginx keys a session's replica on X-Session-Id where the path does not show the id
+    (deploy/nginx.conf): the UI sends it with every call about a session."""
+    api = FakeApi()
+    open_fake(page, static_url, api)
+    send(page, "Hello?")
+    expect(page.locator("article.message.assistant")).to_have_count(1)
+    assert len(api.session_ids) >= 2  # the session read and the turn, at least
+    assert set(api.session_ids) == {SID}
 
 
 def test_shift_enter_is_a_new_line_and_enter_sends(page: Page, static_url: str):

@@ -156,3 +156,48 @@ def test_forget_documents_deletes_their_files_also_after_a_reopen(tmp_path: Path
     assert again.best("", TokenSequence([4, 5, 6])) is None
     assert len(list((tmp_path / "c").glob("*" + SUFFIX))) == 1
     assert reopen(tmp_path / "c", model_file).best("", TokenSequence([4, 5, 6])) is None
+
+
+def test_shared_replicas_find_each_others_entries_through_the_journal(
+    tmp_path: Path, model_file: str
+):
+    directory = tmp_path / "shared"
+    a = DiskCache(directory, model_file, journal="a")
+    b = DiskCache(directory, model_file, journal="b")
+    seq = TokenSequence([1, 2, 3, 4])
+    a.store("salt", seq, b"state-of-a")
+    a.flush()
+    assert b.best("salt", seq) is None  # not looked for yet
+    b.refresh_async().result()
+    entry, n = b.best("salt", seq)
+    assert n == len(seq) and b.read(entry) == b"state-of-a"
+    assert b.best("other-salt", seq) is None  # the salt is part of the key
+
+
+def test_a_shared_eviction_is_seen_by_the_other_replica(tmp_path: Path, model_file: str):
+    directory = tmp_path / "shared"
+    a = DiskCache(directory, model_file, journal="a")
+    b = DiskCache(directory, model_file, journal="b")
+    a.store("", TokenSequence([1, 2, 3]), b"x", documents=frozenset({"doc"}))
+    (entry,) = a.entries.values()
+    entry.written.result()  # written and journaled (a keeps its writer for the eviction)
+    b.refresh_async().result()
+    assert b.best("", TokenSequence([1, 2, 3])) is not None
+    assert a.forget_documents({"doc"}) == 1
+    a.flush()
+    assert not list(directory.glob("*" + SUFFIX))  # in the trash, not deleted yet
+    assert len(list((directory / "trash").iterdir())) == 1
+    b.refresh_async().result()
+    assert b.best("", TokenSequence([1, 2, 3])) is None
+
+
+def test_a_shared_file_of_another_model_is_never_indexed(tmp_path: Path, model_file: str):
+    directory = tmp_path / "shared"
+    other_model = tmp_path / "other.gguf"
+    other_model.write_bytes(b"other weights")
+    a = DiskCache(directory, str(other_model), journal="a")
+    b = DiskCache(directory, model_file, journal="b")
+    a.store("", TokenSequence([1, 2, 3]), b"x")
+    a.flush()
+    b.refresh_async().result()
+    assert b.best("", TokenSequence([1, 2, 3])) is None

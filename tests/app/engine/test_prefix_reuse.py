@@ -352,6 +352,55 @@ def test_a_prefix_only_on_disk_is_prefetched_then_restored_and_kept_in_memory(tm
     disk.flush()
 
 
+def test_a_longer_prefix_on_disk_wins_over_a_shorter_one_in_host_memory(tmp_path: Path):
+    model_file = tmp_path / "model.gguf"
+    model_file.write_bytes(b"fingerprint")
+    disk = DiskCache(tmp_path / "kv", str(model_file))
+    rig = Rig(host_bytes=BIG, disk=disk)
+    prompt = list(range(60))
+    rig.hold(0, prompt[:48])
+    rig.reuse.save(rig.slot(0), 0)  # host memory and disk hold 48
+    rig.host.clear()
+    rig.hold(0, prompt[:20])
+    rig.reuse.save(rig.slot(0), 0)  # host memory holds 20 only
+    rig.slot(0).erase(rig.model)
+    assert rig.prepare(1, prompt) == (48, "disk")
+    rig.assert_consistent()
+    disk.flush()
+
+
+def test_shared_disk_a_finished_turn_is_published_and_another_replica_restores_it(
+    tmp_path: Path,
+):
+    """--cache-shared: replica A publishes a turn's KV when it ends (no parking needed);
+    replica B, asked the next turn, looks up A's news before admitting it and restores it."""
+    model_file = tmp_path / "model.gguf"
+    model_file.write_bytes(b"fingerprint")
+    disk_a = DiskCache(tmp_path / "kv", str(model_file), journal="a")
+    disk_b = DiskCache(tmp_path / "kv", str(model_file), journal="b")
+    a, b = Rig(disk=disk_a), Rig(disk=disk_b)
+    b.reuse.wake = lambda: None
+    conversation = list(range(50))
+    a.reuse.publish(a.hold(0, conversation))
+    disk_a.flush()  # A's writer has written and journaled it
+    t = task(conversation + [7, 8, 9])
+    b.reuse.prefetch(t)
+    assert t.waiting_for is not None
+    t.waiting_for.result()
+    assert b.reuse.prepare(t, b.slot(0)) == (50, "disk")
+    b.assert_consistent()
+    disk_b.flush()
+
+
+def test_without_a_shared_disk_a_finished_turn_is_not_written(tmp_path: Path):
+    model_file = tmp_path / "model.gguf"
+    model_file.write_bytes(b"fingerprint")
+    disk = DiskCache(tmp_path / "kv", str(model_file))
+    rig = Rig(disk=disk)
+    rig.reuse.publish(rig.hold(0, list(range(50))))
+    assert not disk.entries and not rig.host.entries
+
+
 # --- parking -----------------------------------------------------------------------------------
 
 
