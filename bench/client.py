@@ -26,6 +26,7 @@ class Result:
     prompt_tokens: int | None  # None: the server did not report it
     cached_tokens: int | None  # None: the server did not report it
     timings: dict = field(default_factory=dict)
+    replica: str | None = None  # the X-Replica header (a server behind nginx names itself)
 
     def as_dict(self) -> dict:
         return {
@@ -114,4 +115,5 @@ def stream(url: str, body: dict) -> Result:
         prompt,
         cached,
         timings,
+        resp.headers.get("x-replica"),
     )

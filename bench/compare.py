@@ -2,7 +2,8 @@
 
     python -m bench.compare [--quick] [--servers ours,llama-server,llama-cpp-python]
                             [--mmproj PATH|tiny] [--out DIR] [--no-docs]
-                            [--no-decode-churn] [--no-doc-qa]
+                            [--no-decode-churn] [--no-doc-qa] [--no-background]
+                            [--no-cluster]
 
 One run holds every comparison of the project, so one table answers "where do we stand", and
 a change that helps one row and hurts another shows both:
@@ -20,7 +21,12 @@ a change that helps one row and hurts another shows both:
 3. document QA (bench/doc_qa.py, `--no-doc-qa` skips): our collections against llama-server
    fed the same retrieved chunks;
 4. background work (bench/background.py, `--no-background` skips): ours alone, a chat request
-   while documents are ingested and prefilled against the same request on the idle server.
+   while documents are ingested and prefilled against the same request on the idle server;
+5. replicas behind nginx (bench/cluster.py, `--no-cluster` skips): ours alone, 3 replicas on
+   one PostgreSQL behind nginx (consistent hash, and round-robin for contrast) against one
+   server: cached share and warm TTFT, then a kill -9 of one replica. Needs nginx and
+   PostgreSQL's server binaries (scripts/nginx.sh, scripts/postgres.sh); without them the part
+   fails and is named at the top of the report, the other rows are still written.
 A Targets table at the end lists every target of these parts, ours / llama-server.
 
 Writes DIR/compare.md (tables), DIR/compare.png (the prefix-reuse chart) and DIR/compare.json
@@ -46,7 +52,7 @@ from collections.abc import Callable
 from functools import partial
 from pathlib import Path
 
-from bench import background, decode_churn, doc_qa, peers, prefix
+from bench import background, cluster, decode_churn, doc_qa, peers, prefix
 from bench.peers import eog_logit_bias
 from bench.report import BENCHMARKS, README, chart, headline, markdown, write_between_markers
 from bench.server_process import ROOT
@@ -131,6 +137,11 @@ def main(argv: list[str] | None = None) -> int:
         action="store_true",
         help="skip the background-work row (bench.background)",
     )
+    p.add_argument(
+        "--no-cluster",
+        action="store_true",
+        help="skip the replicas-behind-nginx rows (bench.cluster)",
+    )
     args = p.parse_args(argv)
 
     from app.config import packaged_model_path
@@ -177,6 +188,9 @@ def main(argv: list[str] | None = None) -> int:
     if not args.no_background and "ours" in names:
         bg = partial(background.run, model, args.quick)
         run_part(report, "background", "background-work row", bg)
+    if not args.no_cluster and "ours" in names:
+        replicas = partial(cluster.run, model, args.quick)
+        run_part(report, "cluster", "replicas-behind-nginx rows", replicas)
 
     args.out.mkdir(parents=True, exist_ok=True)
     stem = "compare-quick" if args.quick else "compare"

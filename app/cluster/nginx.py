@@ -73,7 +73,7 @@ class Nginx:
             raise FileNotFoundError("nginx not found: scripts/nginx.sh installs nginx-light")
         self.prefix.mkdir(parents=True, exist_ok=True)
         conf = self.prefix / "nginx.conf"
-        conf.write_text(render(self.listen, self.replicas, self.body_limit, self.prefix))
+        conf.write_text(self.config())
         # -e: the error log before the configuration is read (the default is a system path).
         command = [binary, "-p", str(self.prefix), "-e", str(self.prefix / "error.log")]
         test = subprocess.run([*command, "-t", "-q", "-c", str(conf)], capture_output=True)
@@ -82,6 +82,10 @@ class Nginx:
         # Its own session: Ctrl-C reaches the cluster, which stops nginx (`stop`).
         self.proc = subprocess.Popen([*command, "-c", str(conf)], start_new_session=True)
         return self.proc
+
+    def config(self) -> str:
+        """The configuration `start` writes (a variant overrides it: bench/cluster_setups.py)."""
+        return render(self.listen, self.replicas, self.body_limit, self.prefix)
 
     def error_log(self) -> str:
         path = self.prefix / "error.log"
