@@ -169,7 +169,7 @@ class Settings(BaseSettings):
     """sliding-window models: keep only the window (less memory, less reuse)"""
 
     spec_type: Literal["none", "ngram-simple", "ngram-docs"] = setting(
-        "ngram-docs", "--spec-type", group=SPECULATION, engine=True
+        "none", "--spec-type", group=SPECULATION, engine=True
     )
     """draft tokens to verify in the same batch: ngram-simple, from the request's prompt and
     reply (llama-server's); ngram-docs, also from earlier replies on the same documents; none"""

@@ -53,7 +53,7 @@ class EngineConfig:
     # Speculative decoding (app/engine/speculator.py): draft source, n-gram size, most draft
     # tokens one step carries (all slots together), shortest draft worth verifying, replies
     # kept per document as a draft source.
-    spec_type: str = "ngram-docs"
+    spec_type: str = "none"
     spec_ngram_size_n: int = 3
     spec_draft_n_max: int = 16
     spec_draft_n_min: int = 0

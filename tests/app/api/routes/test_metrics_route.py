@@ -18,7 +18,7 @@ Samples = dict[tuple[str, frozenset[tuple[str, str]]], float]
 
 @pytest.fixture(scope="module")
 def server() -> Iterator[ServerProcess]:
-    with ServerProcess("-np", "2", "-c", "2048") as srv:
+    with ServerProcess("-np", "2", "-c", "2048", "--spec-type", "ngram-docs") as srv:
         yield srv
 
 
@@ -167,7 +167,7 @@ def wait_for_arriving(server: ServerProcess, n: int) -> None:
 
 
 def test_speculation_is_reported_in_timings_and_counted(server: ServerProcess):
-    """A reply that quotes its prompt is drafted (on by default): llama-server's timings
+    """A reply that quotes its prompt is drafted (--spec-type): llama-server's timings
     fields per response, and the drafted and accepted counters move by them."""
     before = scrape(server)
     quote = "The Treaty of Calloway was signed on 14 March 1872 by Admiral Henrietta Voss."
