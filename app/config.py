@@ -28,6 +28,7 @@ KvType = Literal["f32", "f16", "bf16", "q8_0", "q4_0", "q4_1", "iq4_nl", "q5_0",
 
 SERVER, MODEL, SLOTS, CACHE = "Server", "Model", "Slots and batching", "KV cache"
 LIMITS, IMAGES, DOCUMENTS, STORAGE = "Requests and limits", "Images", "Documents", "Storage"
+SPECULATION = "Speculative decoding"
 
 
 def packaged_model_path(package: str = DEFAULT_MODEL_PACKAGE) -> str:
@@ -174,6 +175,24 @@ class Settings(BaseSettings):
     cells in use (< 0: off)"""
     swa_full: bool = setting(True, "--no-swa-full", group=CACHE, engine=True)
     """sliding-window models: keep only the window (less memory, less reuse)"""
+
+    spec_type: Literal["none", "ngram-simple", "ngram-docs"] = setting(
+        "none", "--spec-type", group=SPECULATION, engine=True
+    )
+    """draft tokens to verify in the same batch: ngram-simple, from the request's prompt and
+    reply (llama-server's); ngram-docs, also from earlier replies on the same documents; none"""
+    spec_ngram_size_n: int = setting(
+        3, "--spec-ngram-simple-size-n", group=SPECULATION, engine=True, ge=1, le=64
+    )
+    """length of the n-gram looked up in the draft sources"""
+    spec_draft_n_max: int = setting(
+        16, "--spec-draft-n-max", group=SPECULATION, engine=True, ge=0, le=256
+    )
+    """most draft tokens one batch carries, all slots together (0: no speculation)"""
+    spec_draft_n_min: int = setting(0, "--spec-draft-n-min", group=SPECULATION, engine=True, ge=0)
+    """shortest draft worth verifying"""
+    spec_replies: int = setting(8, "--spec-replies", group=SPECULATION, engine=True, ge=0)
+    """ngram-docs: replies kept per document as a draft source (0: none)"""
 
     max_queue: int = setting(64, "--max-queue", group=LIMITS, engine=True, ge=0)
     """requests waiting for a slot before 503 + Retry-After (0: no bound)"""

@@ -21,6 +21,8 @@ a change that helps one row and hurts another shows both:
    fed the same retrieved chunks;
 4. background work (bench/background.py, `--no-background` skips): ours alone, a chat request
    while documents are ingested and prefilled against the same request on the idle server.
+5. speculative decoding (bench/speculation.py, `--no-speculation` skips): ours with and without
+   `--spec-type ngram-docs` and llama-server with `--spec-type ngram-simple`, one at a time.
 A Targets table at the end lists every target of these parts, ours / llama-server.
 
 Writes DIR/compare.md (tables), DIR/compare.png (the prefix-reuse chart) and DIR/compare.json
@@ -46,7 +48,7 @@ from collections.abc import Callable
 from functools import partial
 from pathlib import Path
 
-from bench import background, decode_churn, doc_qa, peers, prefix
+from bench import background, decode_churn, doc_qa, peers, prefix, speculation
 from bench.peers import eog_logit_bias
 from bench.report import BENCHMARKS, README, chart, headline, markdown, write_between_markers
 from bench.server_process import ROOT
@@ -131,6 +133,11 @@ def main(argv: list[str] | None = None) -> int:
         action="store_true",
         help="skip the background-work row (bench.background)",
     )
+    p.add_argument(
+        "--no-speculation",
+        action="store_true",
+        help="skip the speculative-decoding rows (bench.speculation)",
+    )
     args = p.parse_args(argv)
 
     from app.config import packaged_model_path
@@ -177,6 +184,9 @@ def main(argv: list[str] | None = None) -> int:
     if not args.no_background and "ours" in names:
         bg = partial(background.run, model, args.quick)
         run_part(report, "background", "background-work row", bg)
+    if not args.no_speculation and {"ours", "llama-server"} <= set(names):
+        spec = partial(speculation.run, model, args.quick)
+        run_part(report, "speculation", "speculative-decoding rows", spec)
 
     args.out.mkdir(parents=True, exist_ok=True)
     stem = "compare-quick" if args.quick else "compare"

@@ -139,6 +139,16 @@ class Metrics:
             "Number of generation tokens processed.",
             registry=r,
         )
+        self.draft_tokens = Counter(
+            "kvchat_draft_tokens",
+            "Number of tokens drafted by speculative decoding.",
+            registry=r,
+        )
+        self.draft_tokens_accepted = Counter(
+            "kvchat_draft_tokens_accepted",
+            "Number of drafted tokens the model agreed with (decoded without a step of their own).",
+            registry=r,
+        )
         self.ttft = Histogram(
             "kvchat_time_to_first_token_seconds",
             "Time from submission to the first generated token, completed requests.",
@@ -177,6 +187,8 @@ class Metrics:
         # tokens it generated. Latencies only for complete ones, or cancellations skew them.
         self.prompt_tokens.inc(max(o.prompt_tokens, 0))
         self.completion_tokens.inc(max(o.completion_tokens, 0))
+        self.draft_tokens.inc(o.draft_tokens)
+        self.draft_tokens_accepted.inc(o.draft_tokens_accepted)
         if o.cached_tokens > 0 and o.cache_source in SOURCES:
             self.cached_tokens.labels(source=o.cache_source).inc(o.cached_tokens)
         if o.outcome == "complete":

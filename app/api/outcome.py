@@ -24,3 +24,5 @@ class RequestOutcome:
     ttft_s: float | None = None  # submission -> first token; None when no token came
     e2e_s: float = 0.0
     finish_reason: str | None = None
+    draft_tokens: int = 0  # speculative decoding: drafted, and of those accepted
+    draft_tokens_accepted: int = 0

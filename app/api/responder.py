@@ -123,6 +123,8 @@ class _Ending:
                 ttft_s=result.ttft_s,
                 e2e_s=result.e2e_s,
                 finish_reason=done.finish_reason if done is not None else None,
+                draft_tokens=task.draft_n,
+                draft_tokens_accepted=task.draft_n_accepted,
             )
         )
 

@@ -54,6 +54,14 @@ class EngineConfig:
     cache_reuse: int = 0  # min run to reuse by KV shifting (--cache-reuse); 0 = off
     # Blend (app/engine/chunk_blend.py): tokens recomputed at the start of each placed chunk.
     blend_sink_tokens: int = 16
+    # Speculative decoding (app/engine/speculator.py): draft source, n-gram size, most draft
+    # tokens one step carries (all slots together), shortest draft worth verifying, replies
+    # kept per document as a draft source.
+    spec_type: str = "none"
+    spec_ngram_size_n: int = 3
+    spec_draft_n_max: int = 16
+    spec_draft_n_min: int = 0
+    spec_replies: int = 8
     park_idle_slots: bool = False  # --cache-idle-slots (the server turns it on): idle KV to host
     # Sliding-window models: keep every position's KV in the SWA layers too, so any cached prefix
     # stays reusable, at the cost of more KV memory (docs/kv-reuse.md). Without it,

@@ -18,7 +18,7 @@ Samples = dict[tuple[str, frozenset[tuple[str, str]]], float]
 
 @pytest.fixture(scope="module")
 def server() -> Iterator[ServerProcess]:
-    with ServerProcess("-np", "2", "-c", "2048") as srv:
+    with ServerProcess("-np", "2", "-c", "2048", "--spec-type", "ngram-docs") as srv:
         yield srv
 
 
@@ -164,3 +164,28 @@ def wait_for_arriving(server: ServerProcess, n: int) -> None:
             return
         time.sleep(0.05)
     raise AssertionError(f"kvchat_requests_arriving never read {n}")
+
+
+def test_speculation_is_reported_in_timings_and_counted(server: ServerProcess):
+    """A reply that quotes its prompt is drafted (--spec-type): llama-server's timings
+    fields per response, and the drafted and accepted counters move by them."""
+    before = scrape(server)
+    quote = "The Treaty of Calloway was signed on 14 March 1872 by Admiral Henrietta Voss."
+    r = httpx.post(
+        server.base_url + "/v1/chat/completions",
+        json={
+            "messages": [{"role": "user", "content": f"Quote this exactly: {quote}"}],
+            "temperature": 0,
+            "max_tokens": 40,
+        },
+        timeout=120,
+    )
+    assert r.status_code == 200
+    timings = r.json()["timings"]
+    assert timings["draft_n"] >= timings["draft_n_accepted"] > 0
+    after = scrape(server)
+    for name, key in (
+        ("kvchat_draft_tokens_total", "draft_n"),
+        ("kvchat_draft_tokens_accepted_total", "draft_n_accepted"),
+    ):
+        assert sample(after, name) == sample(before, name) + timings[key]
