@@ -18,9 +18,9 @@ share one budget (`n_max`), so a full batch gets few extra tokens.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+from app.engine.draft_state import DraftState
 from app.engine.ngram_index import NgramIndex
 from app.engine.reply_memory import ReplyMemory
 
@@ -28,22 +28,8 @@ if TYPE_CHECKING:
     from app.engine.task import Task
 
 SPEC_TYPES = ("none", "ngram-simple", "ngram-docs")
-FIRST_DRAFT = 8  # tokens a slot's first draft may have (then adapted)
 LOW_ACCEPTANCE = 0.25  # below this share of accepted draft tokens, a slot pauses drafting
 MAX_PAUSE = 64  # steps
-
-
-@dataclass(slots=True)
-class DraftState:
-    """One request's speculation: its context, its adapted draft length, its record."""
-
-    context: NgramIndex
-    replies: list[NgramIndex] = field(default_factory=list)
-    n_synced: int = 0  # generated tokens already in `context`
-    n_draft: int = FIRST_DRAFT
-    acceptance: float = 1.0  # moving share of draft tokens accepted
-    pause: int = 0  # steps left without drafting
-    next_pause: int = 4
 
 
 class Speculator:

@@ -22,7 +22,7 @@ from app.engine.sampler import Sampler
 from app.engine.text_stream import TextStream
 
 if TYPE_CHECKING:
-    from app.engine.speculator import DraftState
+    from app.engine.draft_state import DraftState
 
 _ids = itertools.count(1)
 
