@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
+from app.engine.draft_state import FIRST_DRAFT
 from app.engine.reply_memory import ReplyMemory
 from app.engine.request import GenerationRequest
-from app.engine.draft_state import FIRST_DRAFT
 from app.engine.speculator import Speculator
 from app.engine.task import Task
 from mm.token_sequence import TokenSequence
