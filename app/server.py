@@ -20,6 +20,7 @@ from app.api.metrics import EngineGauges, Metrics
 from app.api.routes import (
     collections,
     documents,
+    embeddings,
     media,
     openai,
     search,
@@ -118,6 +119,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         collections,
         documents,
         search,
+        embeddings,
     )
     for module in routers:
         app.include_router(module.router, responses=ERROR_RESPONSES)
