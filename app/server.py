@@ -18,6 +18,7 @@ from app.api.frontend import install_frontend
 from app.api.media_upload import MULTIPART_OVERHEAD
 from app.api.metrics import EngineGauges, Metrics
 from app.api.routes import (
+    anthropic,
     collections,
     documents,
     embeddings,
@@ -120,6 +121,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         documents,
         search,
         embeddings,
+        anthropic,
     )
     for module in routers:
         app.include_router(module.router, responses=ERROR_RESPONSES)

@@ -10,11 +10,14 @@ app/chat/tools.py renders a call back into the prompt.
 from __future__ import annotations
 
 import json
+import re
 
 from llama_cpp.llama_grammar import SchemaConverter
 
 from app.chat.tools import CALL_CLOSE, SEPARATOR, ToolSpec, call_head
 from app.engine.request import RequestError
+
+SPACE = re.compile(r"^space ::= .*$", re.MULTILINE)
 
 
 def _literal(text: str) -> str:
@@ -37,7 +40,10 @@ def tool_grammar(tools: list[ToolSpec], parallel: bool) -> str:
         alternatives.append(f"{_literal(call_head(tool.name))} {rule}")
     call = "(" + " | ".join(alternatives) + f") {_literal(CALL_CLOSE)}"
     root = f"call ({_literal(SEPARATOR)} call)*" if parallel else "call"
-    rules = converter.format_grammar()
+    # No optional whitespace inside arguments: compact JSON is what an API that hands the
+    # arguments over as an object (Anthropic's tool_use `input`) renders back, so a call it
+    # returns extends the prompt as the model wrote it.
+    rules = SPACE.sub('space ::= ""', converter.format_grammar())
     return f"root ::= {root}\ncall ::= {call}\n{rules}\n"
 
 
