@@ -24,6 +24,7 @@ from app.api.routes import (
     embeddings,
     media,
     openai,
+    responses,
     search,
     session_messages,
     sessions,
@@ -122,6 +123,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         search,
         embeddings,
         anthropic,
+        responses,
     )
     for module in routers:
         app.include_router(module.router, responses=ERROR_RESPONSES)

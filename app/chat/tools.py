@@ -126,3 +126,19 @@ def parse_calls(text: str, known: set[str]) -> tuple[str, list[ToolCall]]:
     if not calls:
         return text, []
     return text[:first], calls
+
+
+class ReplyParser:
+    """`parse_calls` for one reply, done once: the stored reply and the response sent to the
+    client carry the same call ids."""
+
+    def __init__(self, known: set[str]) -> None:
+        self.known = known  # the tools' names; empty: no call is looked for
+        self._last: tuple[str, tuple[str, list[ToolCall]]] | None = None
+
+    def parse(self, text: str) -> tuple[str, list[ToolCall]]:
+        if not self.known:
+            return text, []
+        if self._last is None or self._last[0] != text:
+            self._last = (text, parse_calls(text, self.known))
+        return self._last[1]

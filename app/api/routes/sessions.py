@@ -56,6 +56,10 @@ def _message_json(m: MessageRecord, asked: MessageRecord | None = None) -> dict[
         "timings": m.timings,
         "created_at": m.created_at.isoformat(),
     }
+    if m.tool_calls is not None:  # issue 29: stored as they were made, results by call id
+        out["tool_calls"] = m.tool_calls
+    if m.tool_call_id is not None:
+        out["tool_call_id"] = m.tool_call_id
     citations = _citations_of(asked) if m.role == "assistant" else None
     if citations is not None:
         out["citations"] = citations
