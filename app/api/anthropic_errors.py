@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from fastapi.responses import JSONResponse
+from pydantic import BaseModel
 
 ANTHROPIC_PREFIX = "/v1/messages"
 
@@ -19,6 +20,18 @@ _TYPES = {
     503: "overloaded_error",
     529: "overloaded_error",
 }
+
+
+class AnthropicErrorDetail(BaseModel):
+    type: str
+    message: str
+
+
+class AnthropicErrorResponse(BaseModel):
+    """Every error of the Anthropic routes (documented in the OpenAPI schema)."""
+
+    type: str
+    error: AnthropicErrorDetail
 
 
 def speaks_anthropic(path: str) -> bool:

@@ -5,13 +5,16 @@ Bearer` (app/api/auth.py); errors come in Anthropic's shape (app/api/anthropic_e
 
 from __future__ import annotations
 
+from typing import Any
+
 from fastapi import APIRouter, Request
 from pydantic import ValidationError
 
+from app.api.anthropic_errors import AnthropicErrorResponse
 from app.api.anthropic_reply import AnthropicWriter
 from app.api.anthropic_schemas import MessagesRequest
 from app.api.auth import cache_salt
-from app.api.errors import STREAMING
+from app.api.errors import ERROR_RESPONSES, STREAMING
 from app.api.lookups import TenantDep
 from app.api.responder import Reply, respond
 from app.api.responses import ChatShape
@@ -22,6 +25,11 @@ from app.api.turn_reply import request_builder
 from app.engine.request import RequestError
 
 router = APIRouter(prefix="/v1")
+
+# The statuses every route documents, with Anthropic's error body.
+ANTHROPIC_ERRORS: dict[int | str, dict[str, Any]] = {
+    status: {**doc, "model": AnthropicErrorResponse} for status, doc in ERROR_RESPONSES.items()
+}
 
 
 def _chat(body: MessagesRequest) -> ChatCompletionRequest:
@@ -34,7 +42,7 @@ def _chat(body: MessagesRequest) -> ChatCompletionRequest:
         raise RequestError(f"{where}: {message}", param=where) from None
 
 
-@router.post("/messages", responses=STREAMING)
+@router.post("/messages", responses={**ANTHROPIC_ERRORS, **STREAMING})
 async def messages(body: MessagesRequest, http: Request, services: ServicesDep, tenant: TenantDep):
     chat = _chat(body)
     refuse_unsupported(chat)
