@@ -3,18 +3,20 @@
 from __future__ import annotations
 
 import base64
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 MAX_INPUTS = 2048  # OpenAI's own bound on the items of one request
+# A text to embed: not empty, no NUL (the schema says what the validator checks).
+Text = Annotated[str, Field(min_length=1, pattern=r"^[^\x00]*\S[^\x00]*$")]
 
 
 class EmbeddingRequest(BaseModel):
     model_config = ConfigDict(extra="ignore")
 
-    input: str | list[str] | list[int] | list[list[int]] = Field(
+    input: Text | Annotated[list[Text], Field(min_length=1, max_length=MAX_INPUTS)] = Field(
         description="a text or a list of texts (token ids are refused)"
     )
     model: str | None = None
@@ -22,9 +24,12 @@ class EmbeddingRequest(BaseModel):
     dimensions: int | None = Field(default=None, ge=1)
     user: str | None = None
 
-    @field_validator("input")
+    @field_validator("input", mode="before")
     @classmethod
     def _texts(cls, v: Any) -> Any:
+        """Checked before the types, so a wrong kind of input gets words of its own."""
+        if not isinstance(v, str | list):
+            return v  # the type error says what is expected
         items = [v] if isinstance(v, str) else v
         if not items:
             raise ValueError("must not be empty: send a text or a list of texts")

@@ -19,7 +19,7 @@ from fastapi import APIRouter, Depends, Request
 from pydantic import ValidationError
 
 from app.api.auth import cache_salt
-from app.api.errors import STREAMING
+from app.api.errors import STREAMING, openapi_links
 from app.api.lookups import TenantDep
 from app.api.responder import Reply, respond
 from app.api.responses import ChatShape
@@ -138,7 +138,16 @@ def _echo(body: ResponsesRequest) -> dict[str, Any]:
     }
 
 
-@router.post("/responses", responses=STREAMING)
+RESPONSE_LINKS = openapi_links(
+    "response_id",
+    {
+        "GetResponse": "get_response_v1_responses__response_id__get",
+        "DeleteResponse": "delete_response_v1_responses__response_id__delete",
+    },
+)
+
+
+@router.post("/responses", responses={200: {**STREAMING[200], "links": RESPONSE_LINKS}})
 async def create_response(
     body: ResponsesRequest, http: Request, services: ServicesDep, tenant: TenantDep
 ):
