@@ -7,6 +7,10 @@ import { renderMarkdown } from "../markdown.js";
 import { busy, editAsBranch, regenerate, showError } from "../state.js";
 import { CacheBar } from "./CacheBar.js";
 import { Citations } from "./Citations.js";
+import { ToolCalls, ToolResultOf } from "./ToolCalls.js";
+
+const WHO = { user: "You", tool: "Tool result" };
+const SAID = { user: "You said", tool: "Tool result" };
 
 export function textOf(content) {
   if (typeof content === "string") return content;
@@ -83,15 +87,17 @@ export function Message({ message, isLastReply, givenUp, prefillRate, streaming 
   const failed = message.status === "error";
   const classes = `message ${role}${failed ? " failed" : ""}${streaming ? " streaming" : ""}`;
   return html`<article class=${classes} data-id=${message.id} data-status=${message.status || (streaming ? "streaming" : "")}
-      aria-label=${role === "user" ? "You said" : "Assistant said"}>
-    <div class="who">${role === "user" ? "You" : "Assistant"}</div>
+      aria-label=${SAID[role] || "Assistant said"}>
+    <div class="who">${WHO[role] || "Assistant"}</div>
+    ${role === "tool" && html`<${ToolResultOf} callId=${message.tool_call_id} />`}
     ${images(message.content).length > 0 &&
     html`<div class="thumbs">${images(message.content).map((src) => html`<${MediaImage} key=${src} src=${src} />`)}</div>`}
     ${editing
       ? html`<${Editor} message=${message} givenUp=${givenUp} onDone=${() => setEditing(false)} />`
-      : role === "user"
+      : role === "user" || role === "tool"
         ? html`<div class="plain">${text}</div>`
         : html`<${Markdown} text=${text} />`}
+    <${ToolCalls} calls=${message.tool_calls} />
     ${streaming && role === "assistant" && !text && html`<div class="typing" aria-label="waiting for the reply">…</div>`}
     ${failed && html`<div class="error" role="alert">Error: ${message.error || "the reply failed"}</div>`}
     ${message.status === "cancelled" && html`<div class="tag">stopped</div>`}
