@@ -18,10 +18,13 @@ from app.api.frontend import install_frontend
 from app.api.metrics import EngineGauges, Metrics
 from app.api.replica_header import ReplicaHeader
 from app.api.routes import (
+    anthropic,
     collections,
     documents,
+    embeddings,
     media,
     openai,
+    responses,
     search,
     session_messages,
     sessions,
@@ -120,6 +123,9 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         collections,
         documents,
         search,
+        embeddings,
+        anthropic,
+        responses,
     )
     for module in routers:
         app.include_router(module.router, responses=ERROR_RESPONSES)

@@ -28,7 +28,7 @@ from app.api.outcome import RequestOutcome
 log = logging.getLogger(__name__)
 request_log = logging.getLogger("kvchat.requests")
 
-ROUTES = ("chat", "completion", "session", "ask")
+ROUTES = ("chat", "completion", "session", "ask", "messages", "responses")
 OUTCOMES = ("complete", "cancelled", "error", "rejected")
 SOURCES = ("own_slot", "other_slot", "host", "disk")  # "none" has no cached tokens to count
 # 1 ms (a cached one-token reply) .. 120 s (a long generation on a slow CPU model).
@@ -53,6 +53,10 @@ def route_of(path: str, method: str = "POST") -> str | None:
         return "session"  # a turn; creating, listing or deleting sessions generates nothing
     if path.startswith("/v1/collections/") and path.endswith("/ask"):
         return "ask"  # a document question
+    if path == "/v1/messages":
+        return "messages"  # Anthropic's Messages API
+    if path == "/v1/responses":
+        return "responses"  # OpenAI's Responses API
     return None
 
 

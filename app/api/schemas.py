@@ -5,11 +5,13 @@ Unknown fields are ignored, as the OpenAI API and llama-server do, so any OpenAI
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, ClassVar, Literal
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from app.api.tool_schemas import ToolChoice, ToolDef, forced_tools, tool_specs
 from app.chat.messages import ChatMessage
+from app.chat.tools import ToolSpec
 from app.engine.request import GenerationRequest
 from app.engine.sampler import SamplingParams
 from mm.token_sequence import TokenSequence
@@ -87,10 +89,12 @@ class GenerationFields(BaseModel):
     # or response_format (converted to one by app/api/structured_output.py).
     response_format: ResponseFormat | None = None
     grammar: str | None = Field(default=None, max_length=100_000)
-    # Function calling is not supported: refused with a 400 (app/api/structured_output.py),
+    # Function calling: chat completions take `tools` (ChatCompletionRequest); elsewhere, and
+    # the legacy `functions` everywhere, it is refused with a 400 (app/api/structured_output.py),
     # never silently ignored.
     tools: list[Any] | None = None
     functions: list[Any] | None = None
+    takes_tools: ClassVar[bool] = False
 
     @model_validator(mode="before")
     @classmethod
@@ -177,6 +181,20 @@ class GenerationFields(BaseModel):
         """None: no logprobs; n: each token's logprob and the n most likely alternatives."""
         return None
 
+    def tool_specs(self) -> list[ToolSpec]:
+        return []
+
+    def calls_allowed(self) -> bool:
+        """Whether the reply may hold tool calls (they are looked for in it)."""
+        return False
+
+    def forced_calls(self) -> list[ToolSpec] | None:
+        """The tools the reply must call one of (its grammar), or None."""
+        return None
+
+    def parallel_calls(self) -> bool:
+        return False
+
 
 class ChatCompletionRequest(GenerationFields):
     messages: list[ChatMessage] = Field(min_length=1)
@@ -186,9 +204,26 @@ class ChatCompletionRequest(GenerationFields):
     logprobs: bool = False
     top_logprobs: int | None = Field(default=None, ge=0, le=20)
     rag: RagOptions | None = None  # documents (issue 11)
+    tools: list[ToolDef] | None = Field(default=None, max_length=128)  # type: ignore[assignment]
+    tool_choice: ToolChoice | None = None  # None: "auto" with tools, else "none"
+    parallel_tool_calls: bool = True
+    takes_tools: ClassVar[bool] = True
 
     def logprobs_n(self) -> int | None:
         return (self.top_logprobs or 0) if self.logprobs else None
+
+    def tool_specs(self) -> list[ToolSpec]:
+        return tool_specs(self.tools)
+
+    def calls_allowed(self) -> bool:
+        """Whether the reply may hold tool calls (they are looked for in it)."""
+        return bool(self.tools) and self.tool_choice != "none"
+
+    def forced_calls(self) -> list[ToolSpec] | None:
+        return forced_tools(self.tool_specs(), self.tool_choice)
+
+    def parallel_calls(self) -> bool:
+        return self.parallel_tool_calls
 
 
 class CompletionRequest(GenerationFields):

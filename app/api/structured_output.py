@@ -1,5 +1,6 @@
-"""What a request asks of the reply's form: response_format and grammar become a GBNF grammar
-for llama.cpp's grammar sampler (as llama-server does); tools are refused in plain words.
+"""What a request asks of the reply's form: response_format, grammar and a forced tool call
+(app/api/tool_grammar.py) become a GBNF grammar for llama.cpp's grammar sampler (as
+llama-server does); `functions` and tools where a route takes none are refused in plain words.
 
 llama-cpp-python's converter (`json_schema_to_gbnf`, a port of llama.cpp's
 json_schema_to_grammar.py) turns a JSON schema into GBNF; `json_object` without a schema
@@ -14,12 +15,15 @@ import json
 from llama_cpp.llama_grammar import JSON_GBNF, json_schema_to_gbnf
 
 from app.api.schemas import GenerationFields
+from app.api.tool_grammar import tool_grammar
 from app.engine.request import GenerationRequest, RequestError
 
 
 def refuse_unsupported(body: GenerationFields) -> None:
     """Fields this server cannot honour: a 400 that says so rather than a reply ignoring them."""
     for name in ("tools", "functions"):
+        if name == "tools" and body.takes_tools:
+            continue
         if getattr(body, name):
             raise RequestError(
                 f"{name}: function calling is not supported by this server; send the request "
@@ -31,6 +35,14 @@ def refuse_unsupported(body: GenerationFields) -> None:
         raise RequestError(
             "send either response_format or grammar, not both", param="response_format"
         )
+    if body.forced_calls() is not None:
+        shaped = body.response_format is not None and body.response_format.type != "text"
+        if shaped or body.grammar:
+            raise RequestError(
+                "tool_choice asks for a tool call, which the reply's grammar writes: send it "
+                "without response_format or grammar",
+                param="tool_choice",
+            )
 
 
 def grammar_of(body: GenerationFields) -> str | None:
@@ -38,6 +50,9 @@ def grammar_of(body: GenerationFields) -> str | None:
     while to convert."""
     if body.grammar:
         return body.grammar
+    forced = body.forced_calls()
+    if forced is not None:
+        return tool_grammar(forced, body.parallel_calls())
     fmt = body.response_format
     if fmt is None or fmt.type == "text":
         return None
@@ -64,7 +79,8 @@ async def finish_request(
     request.cache_salt = salt
     request.prompt_param = prompt_param
     fmt = body.response_format
-    if body.grammar or (fmt is not None and fmt.type != "text"):
+    shaped = fmt is not None and fmt.type != "text"
+    if body.grammar or shaped or body.forced_calls() is not None:
         request.sampling.grammar = await asyncio.to_thread(grammar_of, body)
     else:  # nothing to convert: no thread hop on the way to the first token
         request.sampling.grammar = None

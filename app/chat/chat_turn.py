@@ -24,6 +24,8 @@ from app.chat.messages import ChatMessage
 from app.chat.prompter import Prompter
 from app.chat.session_history import history, history_prompt, store_images, visible_uploads
 from app.chat.session_lookup import session_not_found
+from app.chat.tool_messages import plain_messages
+from app.chat.tools import ToolSpec
 from app.chat.turn import TurnResult
 from app.chat.turn_cache import TurnCache
 from app.chat.turn_sources import ChatSources, RagAsk, SourceFinder
@@ -104,8 +106,11 @@ class ChatTurns:
         tenant: str,
         salt: str,
         build: Build,
+        tools: list[ToolSpec] | None = None,
     ) -> Turn:
-        """A chat that sends its whole history; `session`: its slot-affinity key, if any."""
+        """A chat that sends its whole history; `session`: its slot-affinity key, if any;
+        `tools`: what the model may call (written into the prompt as app/chat/tools.py says)."""
+        messages = plain_messages(messages, tools or [])
         citations, documents = None, frozenset[str]()
         if rag is not None:
             if any(m.has_images() for m in messages):

@@ -93,6 +93,7 @@ class Finished:
     completion_tokens: int
     cached_tokens: int
     timings: Timings
+    stop_sequence: str | None = None  # the stop string that ended it, if one did
 
 
 @dataclass(slots=True)

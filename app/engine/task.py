@@ -164,7 +164,14 @@ class Task:
             return
         self.finish_reason = reason
         self._emit(self.text.finish())
-        final = Finished(reason, self.prompt_len, self.n_generated, self.n_cached, self.timings())
+        final = Finished(
+            reason,
+            self.prompt_len,
+            self.n_generated,
+            self.n_cached,
+            self.timings(),
+            self.text.stop_hit,
+        )
         self._close()
         self.sink(final)
 

@@ -38,7 +38,10 @@ async def chat_completions(
     salt = cache_salt(http, body.cache_salt)
     build = request_builder(body, services.settings.seed, salt, "messages")
     chats = services.chats
-    turn = await chats.from_messages(body.messages, body.rag, session, tenant, salt, build)
+    tools = body.tool_specs()
+    turn = await chats.from_messages(
+        body.messages, body.rag, session, tenant, salt, build, tools=tools
+    )
     return await reply_turn(services, turn, body, http)
 
 

@@ -148,6 +148,10 @@ def test_one_json_log_line_per_request(metrics: Metrics, caplog: pytest.LogCaptu
         ("/v1/models", None),
         ("/tokenize", None),
         ("/v1/sessionsx", None),
+        ("/v1/messages", "messages"),
+        ("/v1/responses", "responses"),
+        ("/v1/responses/resp_1", None),
+        ("/v1/embeddings", None),
     ],
 )
 def test_route_of_path(path: str, route: str | None):

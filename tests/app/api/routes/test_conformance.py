@@ -99,11 +99,17 @@ def test_response_format_json_object_starts_an_object(server: ServerProcess):
     assert refused.status_code == 400 and error_of(refused)["param"] == "response_format"
 
 
-def test_tools_are_refused_with_a_400_that_says_so(server: ServerProcess):
+def test_tools_where_a_route_takes_none_are_refused_with_a_400_that_says_so(
+    server: ServerProcess,
+):
+    # Chat completions take tools (issue 29, tests/app/api/routes/test_tool_calls.py); text
+    # completions do not, and the legacy `functions` is refused everywhere.
     tool = {"type": "function", "function": {"name": "f", "parameters": {"type": "object"}}}
-    r = post(server, "/v1/chat/completions", {"messages": HELLO, "tools": [tool]})
+    r = post(server, "/v1/completions", {"prompt": "Hi", "tools": [tool]})
     assert r.status_code == 400
     assert error_of(r)["param"] == "tools" and "not supported" in error_of(r)["message"]
+    legacy = post(server, "/v1/chat/completions", {"messages": HELLO, "functions": [tool]})
+    assert legacy.status_code == 400 and error_of(legacy)["param"] == "functions"
 
 
 # --- error messages -----------------------------------------------------------------------------
