@@ -70,6 +70,15 @@ class Settings(BaseSettings):
     """llama.cpp's own log lines"""
     log_level: str = setting("info", "--log-level", group=SERVER)
     """log level of the server and uvicorn"""
+    # Not llama-server's default (*): this server stores sessions and documents, which any web
+    # page could read from a browser on the same machine if every origin were allowed.
+    cors_origins: str | None = setting(None, "--cors-origins", group=SERVER)
+    """comma-separated origins a browser may call the API from (* for any); unset: only the
+    server's own pages"""
+    metrics: bool = setting(True, "--metrics", group=SERVER)
+    """serve GET /metrics (on by default, unlike llama-server)"""
+    slots: bool = setting(True, "--slots", group=SERVER)
+    """serve GET /slots and the slot actions"""
 
     model: str | None = setting(None, "-m", "--model", group=MODEL, engine="model_path")
     """GGUF model path (unset: the packaged SmolLM2-135M-Instruct)"""

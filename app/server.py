@@ -8,6 +8,7 @@ from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 
 from fastapi import FastAPI
+from fastapi.middleware.cors import CORSMiddleware
 from starlette.types import Scope
 
 from app.api.arrival_tickets import ArrivalTickets
@@ -108,6 +109,15 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     )
     # Outermost: a generation request counts as arriving before anything else is done with it.
     app.add_middleware(ArrivalTickets)
+    if settings.cors_origins:
+        # Outside the key check: a browser's preflight carries no key (llama-server's order).
+        app.add_middleware(
+            CORSMiddleware,
+            allow_origins=[o.strip() for o in settings.cors_origins.split(",") if o.strip()],
+            allow_methods=["*"],
+            allow_headers=["*"],
+            expose_headers=["*"],
+        )
     routers = (
         openai,
         sessions,

@@ -30,6 +30,7 @@ _TYPES = {
     429: "rate_limit_error",
     405: "invalid_request_error",
     422: "invalid_request_error",
+    501: "not_supported_error",  # llama-server's, for an endpoint turned off
     503: "unavailable_error",
 }
 

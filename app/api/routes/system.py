@@ -30,10 +30,16 @@ async def health(services: ServicesDep):
     }
 
 
+def _turned_off(what: str, flag: str) -> Response:
+    return error_response(f"This server does not support {what}. Start it with `{flag}`", 501)
+
+
 @router.get("/slots")
 async def slots(services: ServicesDep):
     """llama-server's shapes; `session` only while that session exists, `last_used` in Unix
     seconds (null: never used)."""
+    if not services.settings.slots:
+        return _turned_off("slots endpoint", "--slots")
     infos = [dataclasses.asdict(s) for s in services.engine.slots()]
     named = {s["session"] for s in infos if s["session"] is not None}
 
@@ -59,6 +65,8 @@ async def slot_action(
     filename: Annotated[str | None, Body(embed=True)] = None,
 ):
     """llama-server's ?action=save|restore (body {"filename"}) and ?action=erase."""
+    if not services.settings.slots:
+        return _turned_off("slots action", "--slots")
     actions = SlotActions(services.engine, services.settings.slot_dir())
     return await actions.run(action, id_slot, filename)
 
@@ -83,5 +91,7 @@ async def cache_reset(services: ServicesDep):
 @router.get("/metrics", responses={200: {"content": {"text/plain": {}}, "description": "Text"}})
 async def metrics(services: ServicesDep) -> Response:
     """Prometheus text exposition (kvchat_* counters, histograms and engine gauges)."""
+    if not services.settings.metrics:
+        return _turned_off("metrics endpoint", "--metrics")
     body, content_type = services.metrics.render()
     return Response(body, media_type=content_type)

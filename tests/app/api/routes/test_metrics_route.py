@@ -164,3 +164,15 @@ def wait_for_arriving(server: ServerProcess, n: int) -> None:
             return
         time.sleep(0.05)
     raise AssertionError(f"kvchat_requests_arriving never read {n}")
+
+
+def test_metrics_and_slots_can_be_turned_off():
+    """--no-metrics and --no-slots: llama-server's 501 with its words."""
+    with ServerProcess("-np", "1", "-c", "1024", "--no-metrics", "--no-slots") as srv:
+        for method, path in (("GET", "/metrics"), ("GET", "/slots"), ("POST", "/slots/0")):
+            r = httpx.request(method, srv.base_url + path, params={"action": "erase"})
+            assert r.status_code == 501, (path, r.text)
+            error = r.json()["error"]
+            assert error["type"] == "not_supported_error"
+            assert "Start it with `--" in error["message"]
+        assert httpx.get(srv.base_url + "/health").status_code == 200
