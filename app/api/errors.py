@@ -80,10 +80,15 @@ def openapi_links(param: str, operations: dict[str, str]) -> dict[str, Any]:
 
 
 def error_body(
-    message: str, status: int = 400, param: str | None = None, code: str | None = None
+    message: str,
+    status: int = 400,
+    param: str | None = None,
+    code: str | None = None,
+    fields: dict[str, object] | None = None,
 ) -> dict:
     etype = _TYPES.get(status, "server_error" if status >= 500 else "invalid_request_error")
-    return {"error": {"message": message, "type": etype, "param": param, "code": code or etype}}
+    error = {"message": message, "type": etype, "param": param, "code": code or etype}
+    return {"error": {**error, **(fields or {})}}
 
 
 def error_response(
@@ -92,9 +97,10 @@ def error_response(
     param: str | None = None,
     code: str | None = None,
     headers: dict[str, str] | None = None,
+    fields: dict[str, object] | None = None,
 ) -> JSONResponse:
     return JSONResponse(
-        error_body(message, status, param, code), status_code=status, headers=headers
+        error_body(message, status, param, code, fields), status_code=status, headers=headers
     )
 
 
@@ -202,7 +208,7 @@ def install_error_handlers(app: FastAPI) -> None:
     @app.exception_handler(RequestError)
     async def _request_error(request: Request, exc: RequestError) -> JSONResponse:
         _count_rejected(request, exc.status)
-        return error_response(exc.message, exc.status, exc.param, exc.code, exc.headers)
+        return error_response(exc.message, exc.status, exc.param, exc.code, exc.headers, exc.fields)
 
     @app.exception_handler(ChatTemplateError)
     async def _template_error(request: Request, exc: ChatTemplateError) -> JSONResponse:

@@ -49,7 +49,11 @@ async def slots(services: ServicesDep):
 
     alive = await asyncio.to_thread(live) if named else set()
     now_wall, now_mono = time.time(), time.monotonic()
+    n_ctx = services.engine.model_info().n_ctx_request
     for s in infos:
+        # llama-server's fields beside ours: a slot's own context, busy or not, its task.
+        s["n_ctx"], s["is_processing"] = n_ctx, s["state"] == "processing"
+        s["id_task"] = s["task_id"]
         if s["session"] not in alive:
             s["session"] = None
         used = s["last_used"]

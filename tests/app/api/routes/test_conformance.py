@@ -137,6 +137,9 @@ def test_a_too_long_completions_prompt_blames_prompt(server: ServerProcess):
     assert r.status_code == 400
     assert error_of(r)["code"] == "exceed_context_size_error"
     assert error_of(r)["param"] == "prompt"
+    # llama-server's type and figures, which its clients read
+    assert error_of(r)["type"] == "exceed_context_size_error"
+    assert error_of(r)["n_prompt_tokens"] > error_of(r)["n_ctx"] > 0
 
 
 # --- limits ------------------------------------------------------------------------------------
@@ -224,3 +227,29 @@ def test_a_grammar_llama_cpp_cannot_parse_is_a_400(server: ServerProcess):
     assert "grammar" in error_of(r)["message"]
     ok = post(server, "/v1/chat/completions", {"messages": HELLO, "grammar": 'root ::= "yes"'})
     assert ok.status_code == 200 and ok.json()["choices"][0]["message"]["content"] == "yes"
+
+
+# --- llama-server's shapes -----------------------------------------------------------------------
+
+
+def test_the_first_chunk_has_null_content_and_every_object_a_fingerprint(server: ServerProcess):
+    body = {"messages": [{"role": "user", "content": "Hi"}], "max_tokens": 3, "stream": True}
+    with httpx.stream("POST", server.base_url + "/v1/chat/completions", json=body) as r:
+        chunks = [
+            json.loads(line[6:])
+            for line in r.iter_lines()
+            if line.startswith("data: ") and line != "data: [DONE]"
+        ]
+    assert chunks[0]["choices"][0]["delta"] == {"role": "assistant", "content": None}
+    assert all(c["system_fingerprint"].startswith("kvchat-") for c in chunks)
+    whole = post(server, "/v1/chat/completions", {**body, "stream": False}).json()
+    assert whole["system_fingerprint"] == chunks[0]["system_fingerprint"]
+
+
+def test_slots_carry_llama_servers_fields(server: ServerProcess):
+    slots = httpx.get(server.base_url + "/slots").json()
+    assert [s["id"] for s in slots] == [0, 1]
+    for s in slots:
+        assert s["n_ctx"] == 512  # -c 1024 over 2 slots
+        assert s["is_processing"] is (s["state"] == "processing")
+        assert s["id_task"] == s["task_id"]
