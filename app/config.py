@@ -179,7 +179,10 @@ class Settings(BaseSettings):
     max_queue: int = setting(64, "--max-queue", group=LIMITS, engine=True, ge=0)
     """requests waiting for a slot before 503 + Retry-After (0: no bound)"""
     n_predict: int = setting(-1, "-n", "--n-predict", group=LIMITS, engine=True, ge=-1)
-    """default `max_tokens` and its hard cap (-1: no limit)"""
+    """default `max_tokens` of a request that sets none (-1: until the end or the context)"""
+    # Ours, not llama-server's (its -n is only a default): a public server's output cap.
+    max_tokens_limit: int = setting(-1, "--max-tokens-limit", group=LIMITS, engine=True, ge=-1)
+    """most tokens one reply may have, whatever the request asks (-1: no limit)"""
     ctx_per_request: int = setting(
         0, "--ctx-per-request", group=LIMITS, engine="n_ctx_request", ge=0
     )

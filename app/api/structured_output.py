@@ -27,10 +27,9 @@ def refuse_unsupported(body: GenerationFields) -> None:
                 param=name,
                 code="unsupported_parameter",
             )
-    if body.response_format is not None and body.grammar:
-        raise RequestError(
-            "send either response_format or grammar, not both", param="response_format"
-        )
+    shapes = [n for n in ("response_format", "grammar", "json_schema") if getattr(body, n)]
+    if len(shapes) > 1:
+        raise RequestError(f"send one of {' and '.join(shapes)}, not both", param=shapes[0])
 
 
 def grammar_of(body: GenerationFields) -> str | None:
@@ -38,22 +37,29 @@ def grammar_of(body: GenerationFields) -> str | None:
     while to convert."""
     if body.grammar:
         return body.grammar
+    if body.json_schema is not None:
+        return _schema_grammar(body.json_schema, "json_schema")
     fmt = body.response_format
     if fmt is None or fmt.type == "text":
         return None
     try:
         schema = fmt.schema_or_none()
-        if schema is None:
-            return JSON_GBNF
+    except ValueError as e:
+        raise _bad(str(e), "response_format") from None
+    return JSON_GBNF if schema is None else _schema_grammar(schema, "response_format")
+
+
+def _schema_grammar(schema: dict, param: str) -> str:
+    try:
         return json_schema_to_gbnf(json.dumps(schema))
     except RecursionError:
-        raise _bad("the schema is nested too deeply") from None
+        raise _bad("the schema is nested too deeply", param) from None
     except Exception as e:  # the converter raises many kinds for schemas it cannot take
-        raise _bad(f"the schema cannot be turned into a grammar: {e}") from None
+        raise _bad(f"the schema cannot be turned into a grammar: {e}", param) from None
 
 
-def _bad(message: str) -> RequestError:
-    return RequestError(f"response_format: {message}", param="response_format")
+def _bad(message: str, param: str) -> RequestError:
+    return RequestError(f"{param}: {message}", param=param)
 
 
 async def finish_request(
@@ -64,7 +70,7 @@ async def finish_request(
     request.cache_salt = salt
     request.prompt_param = prompt_param
     fmt = body.response_format
-    if body.grammar or (fmt is not None and fmt.type != "text"):
+    if body.grammar or body.json_schema is not None or (fmt is not None and fmt.type != "text"):
         request.sampling.grammar = await asyncio.to_thread(grammar_of, body)
     else:  # nothing to convert: no thread hop on the way to the first token
         request.sampling.grammar = None

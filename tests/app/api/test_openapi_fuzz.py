@@ -23,7 +23,7 @@ CHECKS = (
 
 
 def test_schemathesis_finds_no_server_error_and_no_schema_mismatch(tmp_path: Path):
-    args = ("-np", "2", "-c", "512", "-n", "4", "--timeout", "60")
+    args = ("-np", "2", "-c", "512", "--max-tokens-limit", "4", "--timeout", "60")
     with ServerProcess(*args, "--slot-save-path", str(tmp_path / "slots")) as server:
         st = Path(sys.executable).with_name("schemathesis")
         done = subprocess.run(
