@@ -82,6 +82,8 @@ class Settings(BaseSettings):
 
     model: str | None = setting(None, "-m", "--model", group=MODEL, engine="model_path")
     """GGUF model path (unset: the packaged SmolLM2-135M-Instruct)"""
+    tags: str | None = setting(None, "--tags", group=MODEL)
+    """comma-separated model tags, listed by /v1/models (informational)"""
     model_alias: str | None = setting(None, "-a", "--alias", group=MODEL)
     """model name shown to clients (unset: the model file's stem)"""
     n_gpu_layers: int = setting(

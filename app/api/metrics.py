@@ -45,9 +45,9 @@ def route_of(path: str, method: str = "POST") -> str | None:
     path = path.rstrip("/")
     if method != "POST":
         return None
-    if path == "/v1/chat/completions":
+    if path in ("/v1/chat/completions", "/chat/completions"):  # llama-server serves both
         return "chat"
-    if path == "/v1/completions":
+    if path in ("/v1/completions", "/completions", "/completion"):
         return "completion"
     if path.startswith("/v1/sessions/") and path.endswith(("/messages", "/regenerate")):
         return "session"  # a turn; creating, listing or deleting sessions generates nothing

@@ -182,6 +182,16 @@ class GenerationFields(BaseModel):
         return None
 
 
+def default_params(seed: int, n_predict: int) -> dict[str, Any]:
+    """The sampling a request gets for what it leaves out (GET /props), in llama-server's
+    names."""
+    fields = GenerationFields.model_fields
+    names = ("temperature", "top_k", "top_p", "min_p", "repeat_last_n", "repeat_penalty")
+    names += ("presence_penalty", "frequency_penalty", "ignore_eos", "stream")
+    params: dict[str, Any] = {name: fields[name].default for name in names}
+    return {"seed": seed, **params, "n_predict": n_predict, "max_tokens": n_predict}
+
+
 class ChatCompletionRequest(GenerationFields):
     messages: list[ChatMessage] = Field(min_length=1)
     # Conversation key for slot affinity (also the X-Session-Id header), for clients that send

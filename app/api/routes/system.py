@@ -10,6 +10,8 @@ from typing import Annotated
 from fastapi import APIRouter, Body, Response
 
 from app.api.errors import error_response
+from app.api.responses import SYSTEM_FINGERPRINT
+from app.api.schemas import default_params
 from app.api.services import ServicesDep
 from app.api.slot_actions import SlotActions
 
@@ -99,3 +101,34 @@ async def metrics(services: ServicesDep) -> Response:
         return _turned_off("metrics endpoint", "--metrics")
     body, content_type = services.metrics.render()
     return Response(body, media_type=content_type)
+
+
+@router.get("/props")
+async def props(services: ServicesDep):
+    """llama-server's server properties: the defaults a request starts from, the slots, the
+    model and its template, which endpoints are on."""
+    info, settings = services.engine.model_info(), services.settings
+    vocab = services.engine.tokenizer
+    return {
+        "default_generation_settings": {
+            "params": default_params(settings.seed, settings.n_predict),
+            "n_ctx": info.n_ctx_request,
+        },
+        "total_slots": info.n_slots,
+        "model_alias": services.model_name,
+        "model_path": settings.model_path(),
+        "modalities": {"vision": services.engine.vision is not None, "audio": False},
+        "endpoint_slots": settings.slots,
+        "endpoint_props": False,  # POST /props: no settings change at run time
+        "endpoint_metrics": settings.metrics,
+        "chat_template": vocab.chat_template() or "",
+        "bos_token": vocab.token_text(vocab.bos) if vocab.bos >= 0 else "",
+        "eos_token": vocab.token_text(vocab.eos) if vocab.eos >= 0 else "",
+        "build_info": SYSTEM_FINGERPRINT,
+        "is_sleeping": False,
+    }
+
+
+@router.post("/props")
+async def change_props():
+    return _turned_off("changing global properties", "--props")
