@@ -23,6 +23,7 @@ from prometheus_client import (
 from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
 
+from app.api.llamacpp_metrics import LlamaCppMetrics
 from app.api.outcome import RequestOutcome
 
 log = logging.getLogger(__name__)
@@ -170,6 +171,12 @@ class Metrics:
             self.cached_tokens.labels(source=source)
         r.register(_EngineCollector(state))
 
+        def busy_and_deferred() -> tuple[int, int]:
+            g = state()
+            return g.slots_busy, g.queue_depth
+
+        self.llamacpp = LlamaCppMetrics(r, busy_and_deferred)
+
     def observe(self, o: RequestOutcome) -> None:
         """Count one finished request and write its log line."""
         self.requests.labels(route=o.route, outcome=o.outcome).inc()
@@ -177,6 +184,7 @@ class Metrics:
         # tokens it generated. Latencies only for complete ones, or cancellations skew them.
         self.prompt_tokens.inc(max(o.prompt_tokens, 0))
         self.completion_tokens.inc(max(o.completion_tokens, 0))
+        self.llamacpp.observe(o)
         if o.cached_tokens > 0 and o.cache_source in SOURCES:
             self.cached_tokens.labels(source=o.cache_source).inc(o.cached_tokens)
         if o.outcome == "complete":

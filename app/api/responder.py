@@ -123,6 +123,8 @@ class _Ending:
                 ttft_s=result.ttft_s,
                 e2e_s=result.e2e_s,
                 finish_reason=done.finish_reason if done is not None else None,
+                prompt_ms=timings.prompt_ms if timings is not None else 0.0,
+                predicted_ms=timings.predicted_ms if timings is not None else 0.0,
             )
         )
 

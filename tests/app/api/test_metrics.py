@@ -131,6 +131,8 @@ def test_one_json_log_line_per_request(metrics: Metrics, caplog: pytest.LogCaptu
         "ttft_s": 0.05,
         "e2e_s": 0.4,
         "finish_reason": "stop",
+        "prompt_ms": 0.0,
+        "predicted_ms": 0.0,
     }
 
 

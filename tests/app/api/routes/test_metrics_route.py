@@ -176,3 +176,28 @@ def test_metrics_and_slots_can_be_turned_off():
             assert error["type"] == "not_supported_error"
             assert "Start it with `--" in error["message"]
         assert httpx.get(srv.base_url + "/health").status_code == 200
+
+
+def test_llama_servers_series_are_there_too(server: ServerProcess):
+    before = scrape(server)
+    r = httpx.post(
+        server.base_url + "/v1/completions",
+        json={"prompt": "Once upon a time", "max_tokens": 5, "ignore_eos": True},
+        timeout=120,
+    )
+    assert r.status_code == 200
+    usage = r.json()["usage"]
+    after = scrape(server)
+    computed = usage["prompt_tokens"] - usage["prompt_tokens_details"]["cached_tokens"]
+    assert sample(after, "llamacpp:prompt_tokens_total") == (
+        sample(before, "llamacpp:prompt_tokens_total") + computed
+    )
+    assert sample(after, "llamacpp:tokens_predicted_total") == (
+        sample(before, "llamacpp:tokens_predicted_total") + 5
+    )
+    assert sample(after, "llamacpp:tokens_predicted_seconds_total") > sample(
+        before, "llamacpp:tokens_predicted_seconds_total"
+    )
+    assert sample(after, "llamacpp:predicted_tokens_seconds") > 0
+    assert ("llamacpp:requests_processing", frozenset()) in after
+    assert ("llamacpp:requests_deferred", frozenset()) in after
