@@ -49,7 +49,7 @@ class Settings(BaseSettings):
     )
 
     host: str = setting("127.0.0.1", "--host", group=SERVER)
-    """address to listen on"""
+    """address to listen on; several, comma-separated (llama-server's)"""
     port: int = setting(8080, "--port", group=SERVER)
     """port to listen on"""
     # With neither this key nor keys in the database (`python -m app keys create`) the server is
@@ -258,6 +258,9 @@ class Settings(BaseSettings):
                 f"--batch-size ({self.batch_size}) must be at least --parallel ({self.parallel})"
             )
         return self
+
+    def hosts(self) -> list[str]:
+        return [h.strip() for h in self.host.split(",") if h.strip()]
 
     def model_path(self) -> str:
         return self.model or packaged_model_path()

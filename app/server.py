@@ -152,7 +152,7 @@ def _say_if_open(settings: Settings, keys: KeyStore) -> None:
     if settings.api_key or keys.any_live():
         log.info("API keys are required (all routes but /health and the web UI)")
         return
-    if ipaddress.ip_address(_resolve(settings.host)).is_loopback:
+    if all(ipaddress.ip_address(_resolve(h)).is_loopback for h in settings.hosts()):
         log.warning("no API keys: every local client can use every route (see `keys create`)")
     else:
         log.critical(
