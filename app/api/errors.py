@@ -33,6 +33,7 @@ _TYPES = {
     429: "rate_limit_error",
     405: "invalid_request_error",
     422: "invalid_request_error",
+    501: "not_supported_error",  # llama-server's, for an endpoint turned off
     503: "unavailable_error",
 }
 
@@ -82,10 +83,15 @@ def openapi_links(param: str, operations: dict[str, str]) -> dict[str, Any]:
 
 
 def error_body(
-    message: str, status: int = 400, param: str | None = None, code: str | None = None
+    message: str,
+    status: int = 400,
+    param: str | None = None,
+    code: str | None = None,
+    fields: dict[str, object] | None = None,
 ) -> dict:
     etype = _TYPES.get(status, "server_error" if status >= 500 else "invalid_request_error")
-    return {"error": {"message": message, "type": etype, "param": param, "code": code or etype}}
+    error = {"message": message, "type": etype, "param": param, "code": code or etype}
+    return {"error": {**error, **(fields or {})}}
 
 
 def error_response(
@@ -94,9 +100,10 @@ def error_response(
     param: str | None = None,
     code: str | None = None,
     headers: dict[str, str] | None = None,
+    fields: dict[str, object] | None = None,
 ) -> JSONResponse:
     return JSONResponse(
-        error_body(message, status, param, code), status_code=status, headers=headers
+        error_body(message, status, param, code, fields), status_code=status, headers=headers
     )
 
 
@@ -201,11 +208,12 @@ def _shaped(
     param: str | None = None,
     code: str | None = None,
     headers: dict[str, str] | None = None,
+    fields: dict[str, object] | None = None,
 ) -> JSONResponse:
     """The error in the shape of the API the route speaks (Anthropic's for /v1/messages)."""
     if speaks_anthropic(request.url.path):
         return anthropic_error_response(message, status, headers)
-    return error_response(message, status, param, code, headers)
+    return error_response(message, status, param, code, headers, fields)
 
 
 def install_error_handlers(app: FastAPI) -> None:
@@ -218,7 +226,9 @@ def install_error_handlers(app: FastAPI) -> None:
     @app.exception_handler(RequestError)
     async def _request_error(request: Request, exc: RequestError) -> JSONResponse:
         _count_rejected(request, exc.status)
-        return _shaped(request, exc.message, exc.status, exc.param, exc.code, exc.headers)
+        return _shaped(
+            request, exc.message, exc.status, exc.param, exc.code, exc.headers, exc.fields
+        )
 
     @app.exception_handler(ChatTemplateError)
     async def _template_error(request: Request, exc: ChatTemplateError) -> JSONResponse:

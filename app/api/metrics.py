@@ -23,6 +23,7 @@ from prometheus_client import (
 from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
 
+from app.api.llamacpp_metrics import LlamaCppMetrics
 from app.api.outcome import RequestOutcome
 
 log = logging.getLogger(__name__)
@@ -45,9 +46,9 @@ def route_of(path: str, method: str = "POST") -> str | None:
     path = path.rstrip("/")
     if method != "POST":
         return None
-    if path == "/v1/chat/completions":
+    if path in ("/v1/chat/completions", "/chat/completions"):  # llama-server serves both
         return "chat"
-    if path == "/v1/completions":
+    if path in ("/v1/completions", "/completions", "/completion"):
         return "completion"
     if path.startswith("/v1/sessions/") and path.endswith(("/messages", "/regenerate")):
         return "session"  # a turn; creating, listing or deleting sessions generates nothing
@@ -184,6 +185,12 @@ class Metrics:
             self.cached_tokens.labels(source=source)
         r.register(_EngineCollector(state))
 
+        def busy_and_deferred() -> tuple[int, int]:
+            g = state()
+            return g.slots_busy, g.queue_depth
+
+        self.llamacpp = LlamaCppMetrics(r, busy_and_deferred)
+
     def observe(self, o: RequestOutcome) -> None:
         """Count one finished request and write its log line."""
         self.requests.labels(route=o.route, outcome=o.outcome).inc()
@@ -193,6 +200,7 @@ class Metrics:
         self.completion_tokens.inc(max(o.completion_tokens, 0))
         self.draft_tokens.inc(o.draft_tokens)
         self.draft_tokens_accepted.inc(o.draft_tokens_accepted)
+        self.llamacpp.observe(o)
         if o.cached_tokens > 0 and o.cache_source in SOURCES:
             self.cached_tokens.labels(source=o.cache_source).inc(o.cached_tokens)
         if o.outcome == "complete":

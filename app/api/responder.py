@@ -128,6 +128,8 @@ class _Ending:
                 finish_reason=done.finish_reason if done is not None else None,
                 draft_tokens=task.draft_n,
                 draft_tokens_accepted=task.draft_n_accepted,
+                prompt_ms=timings.prompt_ms if timings is not None else 0.0,
+                predicted_ms=timings.predicted_ms if timings is not None else 0.0,
             )
         )
 

@@ -31,16 +31,15 @@ def refuse_unsupported(body: GenerationFields) -> None:
                 param=name,
                 code="unsupported_parameter",
             )
-    if body.response_format is not None and body.grammar:
-        raise RequestError(
-            "send either response_format or grammar, not both", param="response_format"
-        )
+    shapes = [n for n in ("response_format", "grammar", "json_schema") if getattr(body, n)]
+    if len(shapes) > 1:
+        raise RequestError(f"send one of {' and '.join(shapes)}, not both", param=shapes[0])
     if body.forced_calls() is not None:
         shaped = body.response_format is not None and body.response_format.type != "text"
-        if shaped or body.grammar:
+        if shaped or body.grammar or body.json_schema is not None:
             raise RequestError(
                 "tool_choice asks for a tool call, which the reply's grammar writes: send it "
-                "without response_format or grammar",
+                "without response_format, grammar or json_schema",
                 param="tool_choice",
             )
 
@@ -53,22 +52,29 @@ def grammar_of(body: GenerationFields) -> str | None:
     forced = body.forced_calls()
     if forced is not None:
         return tool_grammar(forced, body.parallel_calls())
+    if body.json_schema is not None:
+        return _schema_grammar(body.json_schema, "json_schema")
     fmt = body.response_format
     if fmt is None or fmt.type == "text":
         return None
     try:
         schema = fmt.schema_or_none()
-        if schema is None:
-            return JSON_GBNF
+    except ValueError as e:
+        raise _bad(str(e), "response_format") from None
+    return JSON_GBNF if schema is None else _schema_grammar(schema, "response_format")
+
+
+def _schema_grammar(schema: dict, param: str) -> str:
+    try:
         return json_schema_to_gbnf(json.dumps(schema))
     except RecursionError:
-        raise _bad("the schema is nested too deeply") from None
+        raise _bad("the schema is nested too deeply", param) from None
     except Exception as e:  # the converter raises many kinds for schemas it cannot take
-        raise _bad(f"the schema cannot be turned into a grammar: {e}") from None
+        raise _bad(f"the schema cannot be turned into a grammar: {e}", param) from None
 
 
-def _bad(message: str) -> RequestError:
-    return RequestError(f"response_format: {message}", param="response_format")
+def _bad(message: str, param: str) -> RequestError:
+    return RequestError(f"{param}: {message}", param=param)
 
 
 async def finish_request(
@@ -80,7 +86,7 @@ async def finish_request(
     request.prompt_param = prompt_param
     fmt = body.response_format
     shaped = fmt is not None and fmt.type != "text"
-    if body.grammar or shaped or body.forced_calls() is not None:
+    if body.grammar or shaped or body.json_schema is not None or body.forced_calls() is not None:
         request.sampling.grammar = await asyncio.to_thread(grammar_of, body)
     else:  # nothing to convert: no thread hop on the way to the first token
         request.sampling.grammar = None

@@ -135,6 +135,14 @@ class ChatTurns:
             await self.sources.blend(tenant, rag, citations, request)
         return Turn(request, "chat", on_end, citations=citations)
 
+    async def count_prompt(
+        self, messages: list[ChatMessage], tenant: str, salt: str, build: Build
+    ) -> int:
+        """Prompt tokens of a chat request, images included, built as `from_messages` builds it
+        and never submitted."""
+        turn = await self.from_messages(messages, None, None, tenant, salt, build)
+        return len(turn.request.prompt)
+
     async def _image_request(
         self, messages: list[ChatMessage], tenant: str, build: Build
     ) -> GenerationRequest:

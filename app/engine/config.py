@@ -68,10 +68,11 @@ class EngineConfig:
     # only prefixes whose window is still held are reused.
     swa_full: bool = True
     # Generation limits (llama-server's -n/--n-predict and per-slot n_ctx): n_predict is the
-    # default max_tokens and its hard cap (-1 = none); n_ctx_request caps one request's prompt
-    # plus reply in KV cells (0 = n_ctx // n_parallel), so one request cannot fill the shared KV
-    # and evict every other slot's cache.
+    # default max_tokens (-1 = none), max_tokens_limit its hard cap (ours; -1 = none);
+    # n_ctx_request caps one request's prompt plus reply in KV cells (0 = n_ctx // n_parallel),
+    # so one request cannot fill the shared KV and evict every other slot's cache.
     n_predict: int = -1
+    max_tokens_limit: int = -1
     n_ctx_request: int = 0
     max_queue: int = 64  # waiting requests beyond this are refused (503); 0 = no bound
     request_timeout: float = 600.0  # seconds from submission; 0 = no limit

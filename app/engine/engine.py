@@ -217,8 +217,11 @@ class Engine:
         return max(1, min(share, self.model.n_ctx))
 
     def validate(self, request: GenerationRequest) -> None:
-        """Check a request and apply the server's limits to it (-n: default and cap)."""
-        cap = self.config.n_predict
+        """Check a request and apply the server's limits to it: -n is the default max_tokens
+        (llama-server's meaning), --max-tokens-limit its cap (ours, for a public server)."""
+        if request.max_tokens is None and self.config.n_predict > 0:
+            request.max_tokens = self.config.n_predict
+        cap = self.config.max_tokens_limit
         if cap > 0:
             request.max_tokens = min(request.max_tokens or cap, cap)
         request.check(

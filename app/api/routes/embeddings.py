@@ -12,12 +12,13 @@ from app.api.lookups import DocsDep
 from app.api.services import ServicesDep
 from app.docs.text_embeddings import embed_texts
 
-router = APIRouter(prefix="/v1")
+router = APIRouter()
 
 MODEL = "all-MiniLM-L6-v2"  # the packaged model's name (another --embedding-model: its path)
 
 
-@router.post("/embeddings")
+@router.post("/v1/embeddings")
+@router.post("/embeddings", include_in_schema=False)  # llama-server serves both paths
 async def embeddings(body: EmbeddingRequest, docs: DocsDep, services: ServicesDep):
     done = await asyncio.to_thread(embed_texts, docs.library, body.texts(), body.dimensions)
     name = services.settings.embedding_model or MODEL

@@ -133,6 +133,8 @@ def test_one_json_log_line_per_request(metrics: Metrics, caplog: pytest.LogCaptu
         "finish_reason": "stop",
         "draft_tokens": 0,
         "draft_tokens_accepted": 0,
+        "prompt_ms": 0.0,
+        "predicted_ms": 0.0,
     }
 
 

@@ -26,7 +26,7 @@ CHECKS = (
 
 
 def test_schemathesis_finds_no_server_error_and_no_schema_mismatch(tmp_path: Path):
-    args = ("-np", "2", "-c", "512", "-n", "4", "--timeout", "60")
+    args = ("-np", "2", "-c", "512", "--max-tokens-limit", "4", "--timeout", "60")
     with ServerProcess(*args, "--slot-save-path", str(tmp_path / "slots")) as server:
         # Every API the server speaks is fuzzed, issue 29's among them (with their links:
         # a created response feeds GET and DELETE /v1/responses/{id}).

@@ -189,3 +189,40 @@ def test_speculation_is_reported_in_timings_and_counted(server: ServerProcess):
         ("kvchat_draft_tokens_accepted_total", "draft_n_accepted"),
     ):
         assert sample(after, name) == sample(before, name) + timings[key]
+
+
+def test_metrics_and_slots_can_be_turned_off():
+    """--no-metrics and --no-slots: llama-server's 501 with its words."""
+    with ServerProcess("-np", "1", "-c", "1024", "--no-metrics", "--no-slots") as srv:
+        for method, path in (("GET", "/metrics"), ("GET", "/slots"), ("POST", "/slots/0")):
+            r = httpx.request(method, srv.base_url + path, params={"action": "erase"})
+            assert r.status_code == 501, (path, r.text)
+            error = r.json()["error"]
+            assert error["type"] == "not_supported_error"
+            assert "Start it with `--" in error["message"]
+        assert httpx.get(srv.base_url + "/health").status_code == 200
+
+
+def test_llama_servers_series_are_there_too(server: ServerProcess):
+    before = scrape(server)
+    r = httpx.post(
+        server.base_url + "/v1/completions",
+        json={"prompt": "Once upon a time", "max_tokens": 5, "ignore_eos": True},
+        timeout=120,
+    )
+    assert r.status_code == 200
+    usage = r.json()["usage"]
+    after = scrape(server)
+    computed = usage["prompt_tokens"] - usage["prompt_tokens_details"]["cached_tokens"]
+    assert sample(after, "llamacpp:prompt_tokens_total") == (
+        sample(before, "llamacpp:prompt_tokens_total") + computed
+    )
+    assert sample(after, "llamacpp:tokens_predicted_total") == (
+        sample(before, "llamacpp:tokens_predicted_total") + 5
+    )
+    assert sample(after, "llamacpp:tokens_predicted_seconds_total") > sample(
+        before, "llamacpp:tokens_predicted_seconds_total"
+    )
+    assert sample(after, "llamacpp:predicted_tokens_seconds") > 0
+    assert ("llamacpp:requests_processing", frozenset()) in after
+    assert ("llamacpp:requests_deferred", frozenset()) in after
