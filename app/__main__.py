@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import logging
+import socket
 import sys
 
 import uvicorn
@@ -42,13 +43,28 @@ def main(argv: list[str] | None = None) -> None:
     )
     from app.server import create_app  # after logging is configured
 
-    uvicorn.run(
+    config = uvicorn.Config(
         create_app(settings),
-        host=settings.host,
+        host=settings.hosts()[0],
         port=settings.port,
         log_level=settings.log_level,
         timeout_graceful_shutdown=settings.shutdown_grace,
     )
+    hosts = settings.hosts()
+    # Several addresses (llama-server's --host a,b): one socket each, one server on them all.
+    sockets = [listen(host, settings.port) for host in hosts] if len(hosts) > 1 else None
+    uvicorn.Server(config).run(sockets=sockets)
+
+
+def listen(host: str, port: int) -> socket.socket:
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    if family == socket.AF_INET6:
+        sock.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 1)
+    sock.bind((host, port))
+    sock.set_inheritable(True)
+    return sock
 
 
 if __name__ == "__main__":

@@ -28,6 +28,7 @@ KvType = Literal["f32", "f16", "bf16", "q8_0", "q4_0", "q4_1", "iq4_nl", "q5_0",
 
 SERVER, MODEL, SLOTS, CACHE = "Server", "Model", "Slots and batching", "KV cache"
 LIMITS, IMAGES, DOCUMENTS, STORAGE = "Requests and limits", "Images", "Documents", "Storage"
+SPECULATION = "Speculative decoding"
 
 
 def packaged_model_path(package: str = DEFAULT_MODEL_PACKAGE) -> str:
@@ -50,7 +51,7 @@ class Settings(BaseSettings):
     )
 
     host: str = setting("127.0.0.1", "--host", group=SERVER)
-    """address to listen on"""
+    """address to listen on; several, comma-separated (llama-server's)"""
     port: int = setting(8080, "--port", group=SERVER)
     """port to listen on"""
     # With neither this key nor keys in the database (`python -m app keys create`) the server is
@@ -75,9 +76,20 @@ class Settings(BaseSettings):
     replica_name: str | None = setting(None, "--replica-name", group=SERVER, engine="cache_journal")
     """this server's name in the X-Replica response header and its shared-cache journal, one
     per replica behind a load balancer (unset: host name:port)"""
+    # Not llama-server's default (*): this server stores sessions and documents, which any web
+    # page could read from a browser on the same machine if every origin were allowed.
+    cors_origins: str | None = setting(None, "--cors-origins", group=SERVER)
+    """comma-separated origins a browser may call the API from (* for any); unset: only the
+    server's own pages"""
+    metrics: bool = setting(True, "--metrics", group=SERVER)
+    """serve GET /metrics (on by default, unlike llama-server)"""
+    slots: bool = setting(True, "--slots", group=SERVER)
+    """serve GET /slots and the slot actions"""
 
     model: str | None = setting(None, "-m", "--model", group=MODEL, engine="model_path")
     """GGUF model path (unset: the packaged SmolLM2-135M-Instruct)"""
+    tags: str | None = setting(None, "--tags", group=MODEL)
+    """comma-separated model tags, listed by /v1/models (informational)"""
     model_alias: str | None = setting(None, "-a", "--alias", group=MODEL)
     """model name shown to clients (unset: the model file's stem)"""
     n_gpu_layers: int = setting(
@@ -175,10 +187,31 @@ class Settings(BaseSettings):
     swa_full: bool = setting(True, "--no-swa-full", group=CACHE, engine=True)
     """sliding-window models: keep only the window (less memory, less reuse)"""
 
+    spec_type: Literal["none", "ngram-simple", "ngram-docs"] = setting(
+        "none", "--spec-type", group=SPECULATION, engine=True
+    )
+    """draft tokens to verify in the same batch: ngram-simple, from the request's prompt and
+    reply (llama-server's); ngram-docs, also from earlier replies on the same documents; none"""
+    spec_ngram_size_n: int = setting(
+        3, "--spec-ngram-simple-size-n", group=SPECULATION, engine=True, ge=1, le=64
+    )
+    """length of the n-gram looked up in the draft sources"""
+    spec_draft_n_max: int = setting(
+        16, "--spec-draft-n-max", group=SPECULATION, engine=True, ge=0, le=256
+    )
+    """most draft tokens one batch carries, all slots together (0: no speculation)"""
+    spec_draft_n_min: int = setting(0, "--spec-draft-n-min", group=SPECULATION, engine=True, ge=0)
+    """shortest draft worth verifying"""
+    spec_replies: int = setting(8, "--spec-replies", group=SPECULATION, engine=True, ge=0)
+    """ngram-docs: replies kept per document as a draft source (0: none)"""
+
     max_queue: int = setting(64, "--max-queue", group=LIMITS, engine=True, ge=0)
     """requests waiting for a slot before 503 + Retry-After (0: no bound)"""
     n_predict: int = setting(-1, "-n", "--n-predict", group=LIMITS, engine=True, ge=-1)
-    """default `max_tokens` and its hard cap (-1: no limit)"""
+    """default `max_tokens` of a request that sets none (-1: until the end or the context)"""
+    # Ours, not llama-server's (its -n is only a default): a public server's output cap.
+    max_tokens_limit: int = setting(-1, "--max-tokens-limit", group=LIMITS, engine=True, ge=-1)
+    """most tokens one reply may have, whatever the request asks (-1: no limit)"""
     ctx_per_request: int = setting(
         0, "--ctx-per-request", group=LIMITS, engine="n_ctx_request", ge=0
     )
@@ -263,6 +296,9 @@ class Settings(BaseSettings):
                 f"--batch-size ({self.batch_size}) must be at least --parallel ({self.parallel})"
             )
         return self
+
+    def hosts(self) -> list[str]:
+        return [h.strip() for h in self.host.split(",") if h.strip()]
 
     def model_path(self) -> str:
         return self.model or packaged_model_path()

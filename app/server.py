@@ -8,6 +8,7 @@ from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 
 from fastapi import FastAPI
+from fastapi.middleware.cors import CORSMiddleware
 from starlette.types import Scope
 
 from app.api.arrival_tickets import ArrivalTickets
@@ -18,10 +19,13 @@ from app.api.frontend import install_frontend
 from app.api.metrics import EngineGauges, Metrics
 from app.api.replica_header import ReplicaHeader
 from app.api.routes import (
+    anthropic,
     collections,
     documents,
+    embeddings,
     media,
     openai,
+    responses,
     search,
     session_messages,
     sessions,
@@ -110,6 +114,15 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.add_middleware(ReplicaHeader, name=settings.replica())  # on every answer, errors too
     # Outermost: a generation request counts as arriving before anything else is done with it.
     app.add_middleware(ArrivalTickets)
+    if settings.cors_origins:
+        # Outside the key check: a browser's preflight carries no key (llama-server's order).
+        app.add_middleware(
+            CORSMiddleware,
+            allow_origins=[o.strip() for o in settings.cors_origins.split(",") if o.strip()],
+            allow_methods=["*"],
+            allow_headers=["*"],
+            expose_headers=["*"],
+        )
     routers = (
         openai,
         sessions,
@@ -120,6 +133,9 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         collections,
         documents,
         search,
+        embeddings,
+        anthropic,
+        responses,
     )
     for module in routers:
         app.include_router(module.router, responses=ERROR_RESPONSES)
@@ -143,7 +159,7 @@ def _say_if_open(settings: Settings, keys: KeyStore) -> None:
     if settings.api_key or keys.any_live():
         log.info("API keys are required (all routes but /health and the web UI)")
         return
-    if ipaddress.ip_address(_resolve(settings.host)).is_loopback:
+    if all(ipaddress.ip_address(_resolve(h)).is_loopback for h in settings.hosts()):
         log.warning("no API keys: every local client can use every route (see `keys create`)")
     else:
         log.critical(

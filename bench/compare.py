@@ -3,7 +3,7 @@
     python -m bench.compare [--quick] [--servers ours,llama-server,llama-cpp-python]
                             [--mmproj PATH|tiny] [--out DIR] [--no-docs]
                             [--no-decode-churn] [--no-doc-qa] [--no-background]
-                            [--no-cluster]
+                            [--no-speculation] [--no-cluster]
 
 One run holds every comparison of the project, so one table answers "where do we stand", and
 a change that helps one row and hurts another shows both:
@@ -22,7 +22,9 @@ a change that helps one row and hurts another shows both:
    fed the same retrieved chunks;
 4. background work (bench/background.py, `--no-background` skips): ours alone, a chat request
    while documents are ingested and prefilled against the same request on the idle server;
-5. replicas behind nginx (bench/cluster.py, `--no-cluster` skips): ours alone, 3 replicas on
+5. speculative decoding (bench/speculation.py, `--no-speculation` skips): ours with and without
+   `--spec-type ngram-docs` and llama-server with `--spec-type ngram-simple`, one at a time;
+6. replicas behind nginx (bench/cluster.py, `--no-cluster` skips): ours alone, 3 replicas on
    one PostgreSQL behind nginx (consistent hash, and round-robin for contrast) against one
    server: cached share and warm TTFT, then a kill -9 of one replica. Needs nginx and
    PostgreSQL's server binaries (scripts/nginx.sh, scripts/postgres.sh); without them the part
@@ -52,7 +54,7 @@ from collections.abc import Callable
 from functools import partial
 from pathlib import Path
 
-from bench import background, cluster, decode_churn, doc_qa, peers, prefix
+from bench import background, cluster, decode_churn, doc_qa, peers, prefix, speculation
 from bench.peers import eog_logit_bias
 from bench.report import BENCHMARKS, README, chart, headline, markdown, write_between_markers
 from bench.server_process import ROOT
@@ -138,6 +140,11 @@ def main(argv: list[str] | None = None) -> int:
         help="skip the background-work row (bench.background)",
     )
     p.add_argument(
+        "--no-speculation",
+        action="store_true",
+        help="skip the speculative-decoding rows (bench.speculation)",
+    )
+    p.add_argument(
         "--no-cluster",
         action="store_true",
         help="skip the replicas-behind-nginx rows (bench.cluster)",
@@ -188,6 +195,9 @@ def main(argv: list[str] | None = None) -> int:
     if not args.no_background and "ours" in names:
         bg = partial(background.run, model, args.quick)
         run_part(report, "background", "background-work row", bg)
+    if not args.no_speculation and {"ours", "llama-server"} <= set(names):
+        spec = partial(speculation.run, model, args.quick)
+        run_part(report, "speculation", "speculative-decoding rows", spec)
     if not args.no_cluster and "ours" in names:
         replicas = partial(cluster.run, model, args.quick)
         run_part(report, "cluster", "replicas-behind-nginx rows", replicas)

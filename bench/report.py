@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from bench import background, cluster_report, decode_churn, doc_qa, peers, prefix
+from bench import background, cluster_report, decode_churn, doc_qa, peers, prefix, speculation
 from bench.server_process import ROOT
 from bench.targets import Target, table_lines
 
@@ -32,6 +32,8 @@ def targets(report: dict) -> list[Target]:
         rows += doc_qa.targets(report["doc_qa"])
     if report.get("background"):
         rows += background.targets(report["background"])
+    if report.get("speculation"):
+        rows += speculation.targets(report["speculation"])
     if report.get("cluster"):
         rows += cluster_report.targets(report["cluster"])
     return rows
@@ -83,6 +85,8 @@ def markdown(report: dict) -> str:
         lines += ["", doc_qa.markdown(report["doc_qa"]).rstrip("\n")]
     if report.get("background"):
         lines += ["", background.markdown(report["background"]).rstrip("\n")]
+    if report.get("speculation"):
+        lines += ["", speculation.markdown(report["speculation"]).rstrip("\n")]
     if report.get("cluster"):
         lines += ["", cluster_report.markdown(report["cluster"]).rstrip("\n")]
     lines += ["", *table_lines(targets(report))]

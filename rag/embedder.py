@@ -57,5 +57,17 @@ class Embedder:
             )
         return np.ascontiguousarray(vectors, dtype=np.float32)
 
+    @property
+    def max_tokens(self) -> int:
+        """The longest input (in the model's tokens, with its special ones) that is embedded
+        whole; the model truncates longer ones."""
+        return int(self._model.max_seq_length)
+
+    def token_counts(self, texts: list[str]) -> list[int]:
+        """Each text's length in the model's tokens, special tokens included."""
+        with self._lock:  # a fast tokenizer used from two threads at once raises
+            ids = self._model.tokenizer(texts, add_special_tokens=True)["input_ids"]
+        return [len(i) for i in ids]
+
     def embed_query(self, text: str) -> np.ndarray:
         return self.embed([text])[0]

@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from fastapi import Request
 from starlette.types import ASGIApp, Receive, Scope, Send
 
+from app.api.anthropic_errors import anthropic_error_body, speaks_anthropic
 from app.api.errors import error_body
 from app.api.frontend import API_PREFIXES
 from app.db.key_store import KeyStore
@@ -76,10 +77,11 @@ class Auth:
             return
         caller = await self._caller(scope, services.keys)
         if isinstance(caller, tuple):
-            await _answer(send, *caller)
+            await _answer(send, scope, *caller)
             return
         if scope["path"].startswith(ADMIN_PREFIXES) and not caller.admin:
-            await _answer(send, 403, "this route needs an admin API key", "permission_denied")
+            message = "this route needs an admin API key"
+            await _answer(send, scope, 403, message, "permission_denied")
             return
         state = scope.setdefault("state", {})
         state["tenant_id"] = caller.tenant_id
@@ -93,7 +95,7 @@ class Auth:
             message = (
                 f"this API key already has {self.max_per_key} requests running; wait for one to end"
             )
-            await _answer(send, 429, message, "too_many_requests", {"Retry-After": "1"})
+            await _answer(send, scope, 429, message, "too_many_requests", {"Retry-After": "1"})
             return
         self.running[key] += 1
         try:
@@ -152,9 +154,19 @@ def _bearer(scope: Scope) -> str | None:
 
 
 async def _answer(
-    send: Send, status: int, message: str, code: str, headers: dict[str, str] | None = None
+    send: Send,
+    scope: Scope,
+    status: int,
+    message: str,
+    code: str,
+    headers: dict[str, str] | None = None,
 ) -> None:
-    body = json.dumps(error_body(message, status, code=code)).encode()
+    """The refusal, in the shape of the API the route speaks."""
+    if speaks_anthropic(scope["path"]):
+        shaped = anthropic_error_body(message, status)
+    else:
+        shaped = error_body(message, status, code=code)
+    body = json.dumps(shaped).encode()
     raw = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]
     if status == 401:
         raw.append((b"www-authenticate", b"Bearer"))

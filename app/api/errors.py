@@ -14,6 +14,7 @@ from sqlalchemy.exc import InterfaceError, OperationalError
 from sqlalchemy.exc import TimeoutError as PoolTimeout
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
+from app.api.anthropic_errors import anthropic_error_response, speaks_anthropic
 from app.api.frontend import frontend_page
 from app.api.metrics import route_of
 from app.api.outcome import RequestOutcome
@@ -32,6 +33,7 @@ _TYPES = {
     429: "rate_limit_error",
     405: "invalid_request_error",
     422: "invalid_request_error",
+    501: "not_supported_error",  # llama-server's, for an endpoint turned off
     503: "unavailable_error",
 }
 
@@ -81,10 +83,15 @@ def openapi_links(param: str, operations: dict[str, str]) -> dict[str, Any]:
 
 
 def error_body(
-    message: str, status: int = 400, param: str | None = None, code: str | None = None
+    message: str,
+    status: int = 400,
+    param: str | None = None,
+    code: str | None = None,
+    fields: dict[str, object] | None = None,
 ) -> dict:
     etype = _TYPES.get(status, "server_error" if status >= 500 else "invalid_request_error")
-    return {"error": {"message": message, "type": etype, "param": param, "code": code or etype}}
+    error = {"message": message, "type": etype, "param": param, "code": code or etype}
+    return {"error": {**error, **(fields or {})}}
 
 
 def error_response(
@@ -93,9 +100,10 @@ def error_response(
     param: str | None = None,
     code: str | None = None,
     headers: dict[str, str] | None = None,
+    fields: dict[str, object] | None = None,
 ) -> JSONResponse:
     return JSONResponse(
-        error_body(message, status, param, code), status_code=status, headers=headers
+        error_body(message, status, param, code, fields), status_code=status, headers=headers
     )
 
 
@@ -193,22 +201,39 @@ def _count_rejected(request: Request, status: int) -> None:
         services.metrics.observe(RequestOutcome(route=route, outcome="rejected", status=status))
 
 
+def _shaped(
+    request: Request,
+    message: str,
+    status: int,
+    param: str | None = None,
+    code: str | None = None,
+    headers: dict[str, str] | None = None,
+    fields: dict[str, object] | None = None,
+) -> JSONResponse:
+    """The error in the shape of the API the route speaks (Anthropic's for /v1/messages)."""
+    if speaks_anthropic(request.url.path):
+        return anthropic_error_response(message, status, headers)
+    return error_response(message, status, param, code, headers, fields)
+
+
 def install_error_handlers(app: FastAPI) -> None:
     @app.exception_handler(RequestValidationError)
     async def _validation(request: Request, exc: RequestValidationError) -> JSONResponse:
         message, param = validation_message(exc, request)
         _count_rejected(request, 400)
-        return error_response(message, 400, param)
+        return _shaped(request, message, 400, param)
 
     @app.exception_handler(RequestError)
     async def _request_error(request: Request, exc: RequestError) -> JSONResponse:
         _count_rejected(request, exc.status)
-        return error_response(exc.message, exc.status, exc.param, exc.code, exc.headers)
+        return _shaped(
+            request, exc.message, exc.status, exc.param, exc.code, exc.headers, exc.fields
+        )
 
     @app.exception_handler(ChatTemplateError)
     async def _template_error(request: Request, exc: ChatTemplateError) -> JSONResponse:
         _count_rejected(request, 400)
-        return error_response(str(exc), 400, "messages")
+        return _shaped(request, str(exc), 400, "messages")
 
     @app.exception_handler(StarletteHTTPException)
     async def _http(request: Request, exc: StarletteHTTPException) -> Response:
@@ -222,10 +247,10 @@ def install_error_handlers(app: FastAPI) -> None:
         if status == 405:
             allowed = (exc.headers or {}).get("Allow", "")
             message = f"{path} does not take {method}; it takes {allowed}"
-            return error_response(message, 405, code="method_not_allowed", headers=exc.headers)
+            return _shaped(request, message, 405, code="method_not_allowed", headers=exc.headers)
         if status == 413:
-            return error_response(str(exc.detail), 413, code="request_too_large")
-        return error_response(str(exc.detail), status, headers=exc.headers)
+            return _shaped(request, str(exc.detail), 413, code="request_too_large")
+        return _shaped(request, str(exc.detail), status, headers=exc.headers)
 
     # The database is down, unreachable or busy: 503, so a load balancer tries another replica
     # (one that can reach it) and a client retries, instead of a 500 that says nothing can.
@@ -238,6 +263,6 @@ def install_error_handlers(app: FastAPI) -> None:
         return error_response(message, 503, code="unavailable", headers={"Retry-After": "1"})
 
     @app.exception_handler(Exception)
-    async def _unexpected(_: Request, exc: Exception) -> JSONResponse:
+    async def _unexpected(request: Request, exc: Exception) -> JSONResponse:
         log.exception("unhandled error", exc_info=exc)
-        return error_response("internal server error", 500)
+        return _shaped(request, "internal server error", 500)

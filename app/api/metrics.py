@@ -23,12 +23,13 @@ from prometheus_client import (
 from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
 
+from app.api.llamacpp_metrics import LlamaCppMetrics
 from app.api.outcome import RequestOutcome
 
 log = logging.getLogger(__name__)
 request_log = logging.getLogger("kvchat.requests")
 
-ROUTES = ("chat", "completion", "session", "ask")
+ROUTES = ("chat", "completion", "session", "ask", "messages", "responses")
 OUTCOMES = ("complete", "cancelled", "error", "rejected")
 SOURCES = ("own_slot", "other_slot", "host", "disk")  # "none" has no cached tokens to count
 # 1 ms (a cached one-token reply) .. 120 s (a long generation on a slow CPU model).
@@ -45,14 +46,18 @@ def route_of(path: str, method: str = "POST") -> str | None:
     path = path.rstrip("/")
     if method != "POST":
         return None
-    if path == "/v1/chat/completions":
+    if path in ("/v1/chat/completions", "/chat/completions"):  # llama-server serves both
         return "chat"
-    if path == "/v1/completions":
+    if path in ("/v1/completions", "/completions", "/completion"):
         return "completion"
     if path.startswith("/v1/sessions/") and path.endswith(("/messages", "/regenerate")):
         return "session"  # a turn; creating, listing or deleting sessions generates nothing
     if path.startswith("/v1/collections/") and path.endswith("/ask"):
         return "ask"  # a document question
+    if path == "/v1/messages":
+        return "messages"  # Anthropic's Messages API
+    if path == "/v1/responses":
+        return "responses"  # OpenAI's Responses API
     return None
 
 
@@ -139,6 +144,16 @@ class Metrics:
             "Number of generation tokens processed.",
             registry=r,
         )
+        self.draft_tokens = Counter(
+            "kvchat_draft_tokens",
+            "Number of tokens drafted by speculative decoding.",
+            registry=r,
+        )
+        self.draft_tokens_accepted = Counter(
+            "kvchat_draft_tokens_accepted",
+            "Number of drafted tokens the model agreed with (decoded without a step of their own).",
+            registry=r,
+        )
         self.ttft = Histogram(
             "kvchat_time_to_first_token_seconds",
             "Time from submission to the first generated token, completed requests.",
@@ -170,6 +185,12 @@ class Metrics:
             self.cached_tokens.labels(source=source)
         r.register(_EngineCollector(state))
 
+        def busy_and_deferred() -> tuple[int, int]:
+            g = state()
+            return g.slots_busy, g.queue_depth
+
+        self.llamacpp = LlamaCppMetrics(r, busy_and_deferred)
+
     def observe(self, o: RequestOutcome) -> None:
         """Count one finished request and write its log line."""
         self.requests.labels(route=o.route, outcome=o.outcome).inc()
@@ -177,6 +198,9 @@ class Metrics:
         # tokens it generated. Latencies only for complete ones, or cancellations skew them.
         self.prompt_tokens.inc(max(o.prompt_tokens, 0))
         self.completion_tokens.inc(max(o.completion_tokens, 0))
+        self.draft_tokens.inc(o.draft_tokens)
+        self.draft_tokens_accepted.inc(o.draft_tokens_accepted)
+        self.llamacpp.observe(o)
         if o.cached_tokens > 0 and o.cache_source in SOURCES:
             self.cached_tokens.labels(source=o.cache_source).inc(o.cached_tokens)
         if o.outcome == "complete":

@@ -24,3 +24,7 @@ class RequestOutcome:
     ttft_s: float | None = None  # submission -> first token; None when no token came
     e2e_s: float = 0.0
     finish_reason: str | None = None
+    draft_tokens: int = 0  # speculative decoding: drafted, and of those accepted
+    draft_tokens_accepted: int = 0
+    prompt_ms: float = 0.0  # the engine's prompt and generation times (llama-server's timings)
+    predicted_ms: float = 0.0

@@ -12,7 +12,7 @@ import asyncio
 import contextlib
 import json
 import logging
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -20,6 +20,7 @@ from fastapi import Request
 from fastapi.responses import JSONResponse, StreamingResponse
 
 from app.api.errors import error_body, error_response
+from app.api.event_writer import EventWriter
 from app.api.outcome import RequestOutcome
 from app.api.responses import Envelope, Shape, usage
 from app.api.schemas import GenerationFields
@@ -49,6 +50,8 @@ class Reply:
     timings: dict[str, Any] = field(default_factory=dict)  # added to the engine's timings
     # The whole (non-streamed) object, reshaped for routes with a shape of their own (/ask).
     reshape: Callable[[dict[str, Any]], dict[str, Any]] | None = None
+    # Writes the reply instead of `shape` (tool calls, other APIs' shapes); see event_writer.py.
+    writer: EventWriter | None = None
 
 
 def _sse(obj: dict[str, Any] | str) -> str:
@@ -123,6 +126,10 @@ class _Ending:
                 ttft_s=result.ttft_s,
                 e2e_s=result.e2e_s,
                 finish_reason=done.finish_reason if done is not None else None,
+                draft_tokens=task.draft_n,
+                draft_tokens_accepted=task.draft_n_accepted,
+                prompt_ms=timings.prompt_ms if timings is not None else 0.0,
+                predicted_ms=timings.predicted_ms if timings is not None else 0.0,
             )
         )
 
@@ -156,6 +163,8 @@ async def respond(
     stream = services.engine.open(request, streaming=body.stream, arrival=arrival)
     envelope = Envelope(reply.shape, services.model_name, reply.extra)
     ending = _Ending(services, request, reply, rec, stream.task)
+    if reply.writer is not None:
+        return await _written(stream, reply.writer, body.stream, http, rec, ending)
     if body.stream:
         return _GuardedStream(
             _stream(stream, envelope, body.include_usage(), http, rec, ending, reply),
@@ -232,3 +241,63 @@ async def _stream(
         stream.cancel()  # no-op when finished; frees the slot when the client went away
         watcher.cancel()
         ending()  # the client went away or the server is shutting down: record what came
+
+
+async def _written(
+    stream: EngineStream,
+    writer: EventWriter,
+    streaming: bool,
+    http: Request,
+    rec: TurnRecorder,
+    ending: _Ending,
+) -> JSONResponse | StreamingResponse:
+    """The reply through a writer of its own (see event_writer.py), streamed or whole."""
+    if streaming:
+        return _GuardedStream(
+            _written_stream(stream, writer, http, rec, ending),
+            on_close=lambda: (stream.cancel(), ending()),
+            media_type="text/event-stream",
+            headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"},
+        )
+    watcher = asyncio.create_task(_watch_disconnect(http, stream))
+    try:
+        async for event in stream:
+            rec.add(event)
+            if isinstance(event, Finished):
+                await ending.finish()
+                return JSONResponse(writer.whole(event, "".join(rec.parts)))
+            if isinstance(event, Failed):
+                await ending.finish()
+                return writer.error(event)
+    finally:
+        ending()
+        watcher.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await watcher
+    return error_response("generation ended without a result", 500)
+
+
+async def _written_stream(
+    stream: EngineStream, writer: EventWriter, http: Request, rec: TurnRecorder, ending: _Ending
+) -> AsyncIterator[str]:
+    watcher = asyncio.create_task(_watch_disconnect(http, stream))
+    try:
+        for frame in writer.start():
+            yield frame
+        async for event in stream:
+            rec.add(event)
+            frames: Iterable[str] = ()
+            if isinstance(event, TextDelta):
+                frames = writer.text(event)
+            elif isinstance(event, Finished):
+                await ending.finish()
+                frames = writer.end(event, "".join(rec.parts))
+            elif isinstance(event, Failed):
+                await ending.finish()
+                frames = writer.fail(event)
+            for frame in frames:
+                yield frame
+    finally:
+        stream.cancel()  # no-op when finished; frees the slot when the client went away
+        watcher.cancel()
+        ending()

@@ -6,11 +6,24 @@ ones; each response also carries llama-server's `timings` and, in usage, `cached
 
 from __future__ import annotations
 
+import importlib.metadata
 import time
 import uuid
 from typing import Any
 
 from app.engine.events import Finished, TokenLogprob
+
+
+def _bindings_version() -> str:
+    try:
+        return importlib.metadata.version("llama-cpp-python")
+    except importlib.metadata.PackageNotFoundError:
+        return "unknown"
+
+
+# The backend configuration a reply came from (OpenAI's system_fingerprint; llama-server sends
+# its build): the server's version and the llama.cpp bindings it runs.
+SYSTEM_FINGERPRINT = f"kvchat-0.1.0-llama-cpp-python-{_bindings_version()}"
 
 
 def usage(done: Finished) -> dict[str, Any]:
@@ -29,7 +42,8 @@ class ChatShape:
 
     @staticmethod
     def opening() -> dict[str, Any] | None:
-        return {"index": 0, "delta": {"role": "assistant", "content": ""}, "finish_reason": None}
+        # content null, as llama-server and OpenAI send it: no text yet.
+        return {"index": 0, "delta": {"role": "assistant", "content": None}, "finish_reason": None}
 
     @staticmethod
     def delta(text: str, logprobs: dict[str, Any] | None) -> dict[str, Any]:
@@ -119,6 +133,7 @@ class Envelope:
             "object": obj,
             "created": self.created,
             "model": self.model,
+            "system_fingerprint": SYSTEM_FINGERPRINT,
             "choices": choices,
             **self.extra,
             **extra,

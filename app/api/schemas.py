@@ -5,11 +5,13 @@ Unknown fields are ignored, as the OpenAI API and llama-server do, so any OpenAI
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, ClassVar, Literal
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from app.api.tool_schemas import ToolChoice, ToolDef, forced_tools, tool_specs
 from app.chat.messages import ChatMessage
+from app.chat.tools import ToolSpec
 from app.engine.request import GenerationRequest
 from app.engine.sampler import SamplingParams
 from mm.token_sequence import TokenSequence
@@ -63,6 +65,8 @@ class GenerationFields(BaseModel):
     stream_options: StreamOptions | None = None
     max_tokens: int | None = Field(default=None, ge=1)
     max_completion_tokens: int | None = Field(default=None, ge=1)
+    # llama-server's own name for it (-1: no limit, the server's default then).
+    n_predict: int | None = Field(default=None, ge=-1)
     temperature: float = Field(default=0.8, ge=0.0, le=2.0)
     top_p: float = Field(default=0.95, ge=0.0, le=1.0)
     top_k: int = Field(default=40, ge=0)
@@ -87,10 +91,13 @@ class GenerationFields(BaseModel):
     # or response_format (converted to one by app/api/structured_output.py).
     response_format: ResponseFormat | None = None
     grammar: str | None = Field(default=None, max_length=100_000)
-    # Function calling is not supported: refused with a 400 (app/api/structured_output.py),
+    json_schema: dict[str, Any] | None = None  # llama-server's top-level schema field
+    # Function calling: chat completions take `tools` (ChatCompletionRequest); elsewhere, and
+    # the legacy `functions` everywhere, it is refused with a 400 (app/api/structured_output.py),
     # never silently ignored.
     tools: list[Any] | None = None
     functions: list[Any] | None = None
+    takes_tools: ClassVar[bool] = False
 
     @model_validator(mode="before")
     @classmethod
@@ -137,7 +144,8 @@ class GenerationFields(BaseModel):
         return [self.stop] if isinstance(self.stop, str) else list(self.stop)
 
     def token_limit(self) -> int | None:
-        return self.max_completion_tokens or self.max_tokens
+        n_predict = self.n_predict if self.n_predict is not None and self.n_predict > 0 else None
+        return self.max_completion_tokens or self.max_tokens or n_predict
 
     def sampling(self, default_seed: int = -1) -> SamplingParams:
         return SamplingParams(
@@ -177,6 +185,30 @@ class GenerationFields(BaseModel):
         """None: no logprobs; n: each token's logprob and the n most likely alternatives."""
         return None
 
+    def tool_specs(self) -> list[ToolSpec]:
+        return []
+
+    def calls_allowed(self) -> bool:
+        """Whether the reply may hold tool calls (they are looked for in it)."""
+        return False
+
+    def forced_calls(self) -> list[ToolSpec] | None:
+        """The tools the reply must call one of (its grammar), or None."""
+        return None
+
+    def parallel_calls(self) -> bool:
+        return False
+
+
+def default_params(seed: int, n_predict: int) -> dict[str, Any]:
+    """The sampling a request gets for what it leaves out (GET /props), in llama-server's
+    names."""
+    fields = GenerationFields.model_fields
+    names = ("temperature", "top_k", "top_p", "min_p", "repeat_last_n", "repeat_penalty")
+    names += ("presence_penalty", "frequency_penalty", "ignore_eos", "stream")
+    params: dict[str, Any] = {name: fields[name].default for name in names}
+    return {"seed": seed, **params, "n_predict": n_predict, "max_tokens": n_predict}
+
 
 class ChatCompletionRequest(GenerationFields):
     messages: list[ChatMessage] = Field(min_length=1)
@@ -186,9 +218,35 @@ class ChatCompletionRequest(GenerationFields):
     logprobs: bool = False
     top_logprobs: int | None = Field(default=None, ge=0, le=20)
     rag: RagOptions | None = None  # documents (issue 11)
+    tools: list[ToolDef] | None = Field(default=None, max_length=128)  # type: ignore[assignment]
+    tool_choice: ToolChoice | None = None  # None: "auto" with tools, else "none"
+    parallel_tool_calls: bool = True
+    takes_tools: ClassVar[bool] = True
+
+    @field_validator("messages")
+    @classmethod
+    def _one_assistant_at_the_end(cls, messages: list[ChatMessage]) -> list[ChatMessage]:
+        # llama-server's rule and words: one assistant message at the end is a reply to go on
+        # from; two in a row there are a mistake.
+        if len(messages) >= 2 and all(m.role == "assistant" for m in messages[-2:]):
+            raise ValueError("Cannot have 2 or more assistant messages at the end of the list.")
+        return messages
 
     def logprobs_n(self) -> int | None:
         return (self.top_logprobs or 0) if self.logprobs else None
+
+    def tool_specs(self) -> list[ToolSpec]:
+        return tool_specs(self.tools)
+
+    def calls_allowed(self) -> bool:
+        """Whether the reply may hold tool calls (they are looked for in it)."""
+        return bool(self.tools) and self.tool_choice != "none"
+
+    def forced_calls(self) -> list[ToolSpec] | None:
+        return forced_tools(self.tool_specs(), self.tool_choice)
+
+    def parallel_calls(self) -> bool:
+        return self.parallel_tool_calls
 
 
 class CompletionRequest(GenerationFields):

@@ -14,11 +14,12 @@ from fastapi.responses import JSONResponse, StreamingResponse
 from app.api.auth import cache_salt, tenant_of
 from app.api.doc_schemas import AskRequest
 from app.api.responder import Reply, respond
-from app.api.responses import ChatShape
+from app.api.responses import ChatShape, Envelope
 from app.api.schemas import GenerationFields
 from app.api.services import Services
 from app.api.session_schemas import SessionMessageRequest
 from app.api.structured_output import finish_request, refuse_unsupported
+from app.api.tool_reply import ToolCallWriter
 from app.chat.chat_turn import Build, Turn
 from app.db.records import SessionRecord
 from app.docs.retrieval import DocQuestion
@@ -53,6 +54,10 @@ async def reply_turn(
     services: Services, turn: Turn, body: GenerationFields, http: Request
 ) -> Response:
     reply = Reply(ChatShape, turn.route, turn.on_end, turn.extra)
+    if body.calls_allowed():
+        envelope = Envelope(ChatShape, services.model_name, turn.extra)
+        known = {t.name for t in body.tool_specs()}
+        reply.writer = ToolCallWriter(envelope, known, body.include_usage(), {})
     if turn.citations is not None:
         reply.prelude = {"citations": turn.citations}
         reply.reshape = with_citations(turn.citations)

@@ -24,6 +24,8 @@ from app.chat.messages import ChatMessage
 from app.chat.prompter import Prompter
 from app.chat.session_history import history, history_prompt, store_images, visible_uploads
 from app.chat.session_lookup import session_not_found
+from app.chat.tool_messages import plain_messages
+from app.chat.tools import ToolSpec
 from app.chat.turn import TurnResult
 from app.chat.turn_cache import TurnCache
 from app.chat.turn_sources import ChatSources, RagAsk, SourceFinder
@@ -104,8 +106,11 @@ class ChatTurns:
         tenant: str,
         salt: str,
         build: Build,
+        tools: list[ToolSpec] | None = None,
     ) -> Turn:
-        """A chat that sends its whole history; `session`: its slot-affinity key, if any."""
+        """A chat that sends its whole history; `session`: its slot-affinity key, if any;
+        `tools`: what the model may call (written into the prompt as app/chat/tools.py says)."""
+        messages = plain_messages(messages, tools or [])
         citations, documents = None, frozenset[str]()
         if rag is not None:
             if any(m.has_images() for m in messages):
@@ -129,6 +134,14 @@ class ChatTurns:
         if rag is not None and citations and self.sources is not None:
             await self.sources.blend(tenant, rag, citations, request)
         return Turn(request, "chat", on_end, citations=citations)
+
+    async def count_prompt(
+        self, messages: list[ChatMessage], tenant: str, salt: str, build: Build
+    ) -> int:
+        """Prompt tokens of a chat request, images included, built as `from_messages` builds it
+        and never submitted."""
+        turn = await self.from_messages(messages, None, None, tenant, salt, build)
+        return len(turn.request.prompt)
 
     async def _image_request(
         self, messages: list[ChatMessage], tenant: str, build: Build

@@ -1,9 +1,10 @@
 """`ChatMessage`: one OpenAI chat message and its content parts (text, image URL, uploaded
-image), as the API validates it and as prompts are built from it."""
+image) or tool calls, as the API validates it and as prompts are built from it."""
 
 from __future__ import annotations
 
-from typing import Annotated, Literal
+import json
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -34,6 +35,22 @@ class ImageFilePart(BaseModel):
     image_file: ImageFile
 
 
+class FunctionCall(BaseModel):
+    name: str
+    arguments: str | dict[str, Any]  # a JSON text (OpenAI's), or the object itself
+
+    def arguments_text(self) -> str:
+        return self.arguments if isinstance(self.arguments, str) else json.dumps(self.arguments)
+
+
+class MessageToolCall(BaseModel):
+    """A call an assistant message made (OpenAI's `tool_calls` item)."""
+
+    id: str | None = None
+    type: Literal["function"] = "function"
+    function: FunctionCall
+
+
 ContentPart = Annotated[TextPart | ImagePart | ImageFilePart, Field(discriminator="type")]
 
 
@@ -43,6 +60,8 @@ class ChatMessage(BaseModel):
     role: Literal["system", "developer", "user", "assistant", "tool"]
     content: str | list[ContentPart] | None = None
     name: str | None = None
+    tool_calls: list[MessageToolCall] | None = None  # an assistant message's calls
+    tool_call_id: str | None = None  # a tool message: the call it answers
 
     def text(self) -> str:
         if self.content is None:

@@ -13,9 +13,10 @@ from typing import Any
 
 from app.chat.conversation import conversation_prompt
 from app.chat.images import image_prompt
-from app.chat.messages import ChatMessage
+from app.chat.messages import ChatMessage, FunctionCall, MessageToolCall
 from app.chat.prompter import Prompter
-from app.db.records import SessionRecord
+from app.chat.tools import ToolSpec, calls_text, tool_results_text, with_tools_system
+from app.db.records import MessageRecord, SessionRecord
 from app.engine.request import RequestError, no_projector
 from app.engine.vision import Vision
 from app.media.media_store import MediaStore, image_limits
@@ -35,29 +36,64 @@ class History:
 
 
 def history(session: SessionRecord, content: str | list[dict[str, Any]]) -> History:
-    """The messages of the next prompt.
+    """The messages of the next prompt: the stored ones, then a new user message."""
+    return turn_history(session, [ChatMessage(role="user", content=content)], [])
+
+
+def _message(m: MessageRecord) -> ChatMessage:
+    calls = [
+        MessageToolCall(
+            id=c.get("id"), function=FunctionCall(name=c["name"], arguments=c["arguments"])
+        )
+        for c in m.tool_calls or []
+    ]
+    return ChatMessage(role=m.role, content=m.content, tool_calls=calls or None)
+
+
+def turn_history(session: SessionRecord, new: list[ChatMessage], tools: list[ToolSpec]) -> History:
+    """The messages of the next prompt: the stored ones, then `new` (user messages, tool
+    results), with tool calls and results in app/chat/tools.py's generic format and the tools
+    in the system message.
 
     A turn without a usable reply (it failed, was cancelled before any text, or the server died
     during it) is left out with its user message: two user messages in a row would break
     templates that insist on alternating roles. A cancelled reply stays with the text the user
-    saw."""
+    saw. Tool results wait with the user message for the reply that follows them."""
     messages: list[ChatMessage] = []
     replies: dict[int, list[int]] = {}
-    if session.system_prompt:
-        messages.append(ChatMessage(role="system", content=session.system_prompt))
-    pending: ChatMessage | None = None  # a user message waiting for its reply
-    for m in session.messages:
-        if m.role == "user":
-            pending = ChatMessage(role="user", content=m.content)
-            continue
-        reply = ChatMessage(role="assistant", content=m.content)
-        if m.role == "assistant" and m.status != "error" and reply.text() and pending:
-            messages.append(pending)
-            if m.token_ids is not None:
-                replies[len(messages)] = m.token_ids
-            messages.append(ChatMessage(role="assistant", content=reply.text()))
-            pending = None
-    messages.append(ChatMessage(role="user", content=content))
+    system = with_tools_system(session.system_prompt, tools) if tools else session.system_prompt
+    if system:
+        messages.append(ChatMessage(role="system", content=system))
+    pending: list[ChatMessage] = []  # a user message and tool results waiting for a reply
+    results: list[str] = []
+
+    def flush() -> None:
+        if results:
+            pending.append(ChatMessage(role="user", content=tool_results_text(results)))
+            results.clear()
+
+    stored = [(_message(m), m) for m in session.messages]
+    for message, record in [*stored, *((m, None) for m in new)]:
+        if message.role == "user":
+            results.clear()
+            pending[:] = [message]
+        elif message.role == "tool":
+            results.append(message.text())
+        elif message.role == "assistant":
+            flush()
+            text = message.text()
+            calls = [
+                (c.function.name, c.function.arguments_text()) for c in message.tool_calls or []
+            ]
+            failed = record is not None and record.status == "error"
+            if not failed and (text or calls) and pending:
+                messages.extend(pending)
+                if record is not None and record.token_ids is not None:
+                    replies[len(messages)] = record.token_ids
+                messages.append(ChatMessage(role="assistant", content=text + calls_text(calls)))
+                pending.clear()
+    flush()
+    messages.extend(pending)
     return History(messages, replies)
 
 

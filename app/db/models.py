@@ -28,7 +28,7 @@ from sqlalchemy import (
 )
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
-ROLES = ("system", "user", "assistant")
+ROLES = ("system", "user", "assistant", "tool")
 DOC_STATUSES = ("queued", "processing", "ready", "error")
 STATUSES = ("complete", "cancelled", "error")
 
@@ -118,6 +118,11 @@ class Message(Base):
     role: Mapped[str] = mapped_column(String(16))
     # A string, or a list of OpenAI content parts ({"type": "text", ...}, image_url, ...).
     content: Mapped[str | list[dict[str, Any]]] = mapped_column(Json)
+    # Tool calling (issue 29): an assistant message's calls, [{"id", "name", "arguments"}] with
+    # the arguments as the model wrote them (its content is the text before them); a tool
+    # message's answer names the call it answers.
+    tool_calls: Mapped[list[dict[str, Any]] | None] = mapped_column(Json)
+    tool_call_id: Mapped[str | None] = mapped_column(String(64))
     # Assistant messages: the exact generated token ids, so a later turn can rebuild the prompt
     # token for token (re-tokenising the text may give other ids and miss the KV cache).
     token_ids: Mapped[list[int] | None] = mapped_column(Json)

@@ -15,7 +15,7 @@ class MessageRecord:
     id: int
     session_id: str
     seq: int  # 0-based position in the conversation
-    role: str  # "system" | "user" | "assistant"
+    role: str  # "system" | "user" | "assistant" | "tool"
     content: str | list[dict[str, Any]]  # text, or OpenAI content parts
     token_ids: list[int] | None
     prompt_tokens: int | None
@@ -26,6 +26,8 @@ class MessageRecord:
     status: str  # "complete" | "cancelled" | "error"
     error: str | None
     created_at: datetime  # timezone-aware, UTC
+    tool_calls: list[dict[str, Any]] | None = None  # an assistant's: {"id", "name", "arguments"}
+    tool_call_id: str | None = None  # a tool message's: the call it answers
 
 
 @dataclass(slots=True)
@@ -65,6 +67,8 @@ MESSAGE_FIELDS = (
     "status",
     "error",
     "created_at",
+    "tool_calls",
+    "tool_call_id",
 )
 
 

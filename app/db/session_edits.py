@@ -1,4 +1,5 @@
-"""Edits of a stored session: rename and settings, and forking it at a message (a branch).
+"""Edits of a stored session: rename and settings, forking it at a message (a branch), and
+cutting it back to a message (a deleted response).
 
 A mixin of `Store` (it uses `Store._tx`); each method is one short transaction like the rest.
 """
@@ -10,7 +11,7 @@ from contextlib import AbstractContextManager
 from typing import Any
 from uuid import uuid4
 
-from sqlalchemy import select
+from sqlalchemy import delete, select
 from sqlalchemy.orm import Session
 
 from app.db.media_rows import link_media
@@ -81,6 +82,17 @@ class SessionEdits:
             for m in copies:  # the branch uses the same images: they count as used by it too
                 link_media(s, m)
             return session_record(conv, len(copies), [message_record(m) for m in copies])
+
+    def delete_messages_from(self, session_id: str, seq: int) -> int:
+        """Delete the session's messages from `seq` on (a response and what followed it);
+        how many went. Media stay until their session goes (they may be shared)."""
+        with self._tx(write=True) as s:
+            gone = delete(Message).where(Message.session_id == session_id, Message.seq >= seq)
+            n = s.execute(gone).rowcount
+            conv = s.get(Conversation, session_id)
+            if conv is not None:
+                conv.updated_at = utcnow()
+            return n
 
 
 def _count(s: Session, session_id: str) -> int:

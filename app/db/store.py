@@ -202,6 +202,8 @@ class Store(SessionEdits, MediaRows):
         finish_reason: str | None = None,
         error: str | None = None,
         replace_from: int | None = None,
+        tool_calls: list[dict[str, Any]] | None = None,
+        tool_call_id: str | None = None,
     ) -> MessageRecord:
         """Append a message at seq = last + 1. Raises KeyError if the session does not exist.
         `replace_from`: first delete the messages from that seq on, in the same transaction
@@ -212,6 +214,9 @@ class Store(SessionEdits, MediaRows):
         _check_ints("token_ids", token_ids)
         check_text("finish_reason", finish_reason)
         check_text("error", error)
+        check_text("tool_call_id", tool_call_id)
+        if tool_calls is not None and not all(isinstance(c, dict) for c in tool_calls):
+            raise ValueError("tool_calls must be a list of objects")
         if timings is not None and not isinstance(timings, dict):
             raise ValueError("timings must be an object")
         with self._tx(write=True) as s:
@@ -244,6 +249,8 @@ class Store(SessionEdits, MediaRows):
                 status=status,
                 error=error,
                 created_at=now,
+                tool_calls=tool_calls,
+                tool_call_id=tool_call_id,
             )
             s.add(message)
             conv.updated_at = now

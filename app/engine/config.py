@@ -54,16 +54,25 @@ class EngineConfig:
     cache_reuse: int = 0  # min run to reuse by KV shifting (--cache-reuse); 0 = off
     # Blend (app/engine/chunk_blend.py): tokens recomputed at the start of each placed chunk.
     blend_sink_tokens: int = 16
+    # Speculative decoding (app/engine/speculator.py): draft source, n-gram size, most draft
+    # tokens one step carries (all slots together), shortest draft worth verifying, replies
+    # kept per document as a draft source.
+    spec_type: str = "none"
+    spec_ngram_size_n: int = 3
+    spec_draft_n_max: int = 16
+    spec_draft_n_min: int = 0
+    spec_replies: int = 8
     park_idle_slots: bool = False  # --cache-idle-slots (the server turns it on): idle KV to host
     # Sliding-window models: keep every position's KV in the SWA layers too, so any cached prefix
     # stays reusable, at the cost of more KV memory (docs/kv-reuse.md). Without it,
     # only prefixes whose window is still held are reused.
     swa_full: bool = True
     # Generation limits (llama-server's -n/--n-predict and per-slot n_ctx): n_predict is the
-    # default max_tokens and its hard cap (-1 = none); n_ctx_request caps one request's prompt
-    # plus reply in KV cells (0 = n_ctx // n_parallel), so one request cannot fill the shared KV
-    # and evict every other slot's cache.
+    # default max_tokens (-1 = none), max_tokens_limit its hard cap (ours; -1 = none);
+    # n_ctx_request caps one request's prompt plus reply in KV cells (0 = n_ctx // n_parallel),
+    # so one request cannot fill the shared KV and evict every other slot's cache.
     n_predict: int = -1
+    max_tokens_limit: int = -1
     n_ctx_request: int = 0
     max_queue: int = 64  # waiting requests beyond this are refused (503); 0 = no bound
     request_timeout: float = 600.0  # seconds from submission; 0 = no limit

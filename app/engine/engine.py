@@ -40,10 +40,12 @@ from app.engine.model import Model
 from app.engine.outbox import FIRST_EVENT_WAIT_S, Outbox
 from app.engine.prefix_reuse import PrefixReuse
 from app.engine.quiet_gate import QuietGate
+from app.engine.reply_memory import ReplyMemory
 from app.engine.request import GenerationRequest
 from app.engine.scheduler import Scheduler
 from app.engine.slot import SlotInfo
 from app.engine.slot_files import SlotFiles, SlotRestored, SlotSaved
+from app.engine.speculator import Speculator
 from app.engine.stepper import Stepper
 from app.engine.stream import EngineStream
 from app.engine.task import Sink, Task
@@ -64,7 +66,19 @@ class Engine:
         engine thread and tier threads call it)."""
         self.config = config
         self.model = model or Model(config)
-        self.scheduler = Scheduler(self.model.n_seq_max, config.slot_prompt_similarity)
+        self.speculator = Speculator(
+            config.spec_type if self.model.can_roll_back else "none",
+            config.spec_ngram_size_n,
+            config.spec_draft_n_max,
+            config.spec_draft_n_min,
+            ReplyMemory(config.spec_ngram_size_n, config.spec_replies),
+        )
+        self.scheduler = Scheduler(
+            self.model.n_seq_max,
+            config.slot_prompt_similarity,
+            self.speculator,
+            self.n_ctx_request,
+        )
         host = HostCache(config.cache_ram_bytes, config.cache_ram_tokens, config.cache_policy)
         disk = (
             DiskCache(
@@ -99,7 +113,14 @@ class Engine:
         )
         pacer = BackgroundPacer(config.background_batch_ms / 1000.0, config.n_batch)
         self.stepper = Stepper(
-            self.model, self.scheduler, self.reuse, self.n_ctx_request, pacer, self.vision, batch
+            self.model,
+            self.scheduler,
+            self.reuse,
+            self.n_ctx_request,
+            pacer,
+            self.vision,
+            batch,
+            self.speculator,
         )
         self.compactor = KvCompactor(self.model, host.pool, config.defrag_thold, on_cache_op)
         # Events of a step, one event-loop wake-up per step. Waiting for a loop to send first
@@ -192,12 +213,15 @@ class Engine:
     @property
     def n_ctx_request(self) -> int:
         """KV cells one request may use, prompt and reply (llama-server's per-slot n_ctx)."""
-        share = self.config.n_ctx_request or self.model.n_ctx // len(self.scheduler.slots)
+        share = self.config.n_ctx_request or self.model.n_ctx // self.model.n_seq_max
         return max(1, min(share, self.model.n_ctx))
 
     def validate(self, request: GenerationRequest) -> None:
-        """Check a request and apply the server's limits to it (-n: default and cap)."""
-        cap = self.config.n_predict
+        """Check a request and apply the server's limits to it: -n is the default max_tokens
+        (llama-server's meaning), --max-tokens-limit its cap (ours, for a public server)."""
+        if request.max_tokens is None and self.config.n_predict > 0:
+            request.max_tokens = self.config.n_predict
+        cap = self.config.max_tokens_limit
         if cap > 0:
             request.max_tokens = min(request.max_tokens or cap, cap)
         request.check(
@@ -295,11 +319,21 @@ class Engine:
 
     async def reset_cache(self) -> None:
         """Drop every host and disk entry and the KV of every idle slot."""
-        await asyncio.wrap_future(self.call(self.reuse.reset))
+
+        def reset() -> None:
+            self.reuse.reset()
+            self.speculator.reset()
+
+        await asyncio.wrap_future(self.call(reset))
 
     async def forget_documents(self, document_ids: set[str]) -> None:
         """No cache tier serves these documents' chunks again (host, disk, slots)."""
-        await asyncio.wrap_future(self.call(lambda: self.reuse.forget_documents(document_ids)))
+
+        def forget() -> None:
+            self.reuse.forget_documents(document_ids)
+            self.speculator.forget(document_ids)  # replies on them draft nothing again
+
+        await asyncio.wrap_future(self.call(forget))
 
     def wait_for_quiet(self, timeout: float | None = None) -> bool:
         """Block (any thread but the engine's) until no client request is being received,

@@ -23,6 +23,9 @@ class Timings:
     chunk_n: int = 0
     kv_reuse: str | None = None  # blend | prefix, when the request asked for blend
     kv_reuse_reason: str | None = None  # why blend fell back to prefix reuse
+    # Speculative decoding: tokens drafted, and of those the ones the model agreed with.
+    draft_n: int = 0
+    draft_n_accepted: int = 0
 
     def as_dict(self) -> dict[str, float | int]:
         def per_token(ms: float, n: int) -> float:
@@ -35,6 +38,12 @@ class Timings:
         reuse = {"kv_reuse": self.kv_reuse} if self.kv_reuse is not None else {}
         if self.kv_reuse_reason is not None:
             reuse["kv_reuse_reason"] = self.kv_reuse_reason
+        # As llama-server: only for a request that drafted.
+        draft = (
+            {"draft_n": self.draft_n, "draft_n_accepted": self.draft_n_accepted}
+            if self.draft_n
+            else {}
+        )
         return {
             "id_slot": self.slot,
             "cache_n": self.cache_n,
@@ -55,6 +64,7 @@ class Timings:
             "predicted_ms": round(self.predicted_ms, 3),
             "predicted_per_token_ms": round(per_token(self.predicted_ms, self.predicted_n), 3),
             "predicted_per_second": round(per_second(self.predicted_ms, self.predicted_n), 3),
+            **draft,
         }
 
 
@@ -83,6 +93,7 @@ class Finished:
     completion_tokens: int
     cached_tokens: int
     timings: Timings
+    stop_sequence: str | None = None  # the stop string that ended it, if one did
 
 
 @dataclass(slots=True)

@@ -268,6 +268,17 @@ class Model:
         """Whether KV positions can be moved (needed by --cache-reuse)."""
         return bool(llama_cpp.llama_memory_can_shift(self._mem)) and self.n_swa <= 0
 
+    @property
+    def can_roll_back(self) -> bool:
+        """Whether the newest positions of a sequence can be dropped and generation go on
+        from there (speculative decoding): not a recurrent state, and a sliding-window model
+        only with a full-size SWA cache (a window-only one may have dropped cells the earlier
+        position still needs)."""
+        recurrent = llama_cpp.llama_model_is_recurrent(self._model) or (
+            llama_cpp.llama_model_is_hybrid(self._model)
+        )
+        return not recurrent and (self.n_swa <= 0 or self.swa_full)
+
     def blend_unsupported(self) -> str | None:
         """Why chunk KV cannot be moved to another position in this memory (None: it can)."""
         if self.n_swa > 0 and not self.swa_full:

@@ -186,6 +186,21 @@ class PrefixReuse:
             if self.host.covers(slot.salt, slot.cache) or len(slot.cache) < MIN_SAVE_TOKENS:
                 slot.park(self.model)
 
+    def unpark(self, slot: Slot) -> None:
+        """Bring a parked idle slot's KV back from host memory (a slot save wants what the
+        slot's conversation holds, wherever its KV sits now); nothing if host memory no longer
+        has it."""
+        if len(slot.cache) or slot.parked is None:
+            return
+        salt, tokens = slot.parked
+        found = self.host.best(salt, tokens)
+        if found is None:
+            return
+        entry, n = found
+        if self._restore(slot, entry.data, entry.tokens, entry.salt, "host"):
+            slot.documents = entry.documents
+            slot.cut_to(n, self.model)
+
     def save(self, slot: Slot, keep: int) -> None:
         """Copy the slot's KV to host memory if keeping only `keep` tokens would lose enough."""
         if slot.blended_from is not None:  # the tiers hold exact KV only

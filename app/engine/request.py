@@ -76,6 +76,12 @@ class GenerationRequest:
                 f"tokens and a request may use {n_ctx} of the context's {n_ctx_total or n_ctx}",
                 param=self.prompt_param,
                 code="exceed_context_size_error",
+                # llama-server's error type and figures, which its clients read
+                fields={
+                    "type": "exceed_context_size_error",
+                    "n_prompt_tokens": len(prompt),
+                    "n_ctx": n_ctx,
+                },
             )
         try:
             prompt.validate(n_vocab)
@@ -116,6 +122,7 @@ class RequestError(ValueError):
         code: str = "invalid_request_error",
         status: int = 400,
         headers: dict[str, str] | None = None,
+        fields: dict[str, object] | None = None,
     ) -> None:
         super().__init__(message)
         self.message = message
@@ -123,3 +130,4 @@ class RequestError(ValueError):
         self.code = code
         self.status = status
         self.headers = headers  # e.g. Retry-After on 503
+        self.fields = fields or {}  # more of the error object (e.g. llama-server's figures)

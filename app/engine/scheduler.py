@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from app.engine.batch import Batch
 from app.engine.request import RequestError
 from app.engine.slot import Slot
+from app.engine.speculator import Speculator
 from app.engine.task import Task
 
 
@@ -32,6 +33,10 @@ class Planned:
     tokens: list[int] = field(default_factory=list)
     n_prompt: int = 0  # how many of `tokens` are prompt tokens
     row: int | None = None
+    # Speculation: tokens guessed to follow the decode token, at the next positions, each with
+    # its logits row. Not in `tokens`: the stepper commits the ones the model agrees with.
+    draft: list[int] = field(default_factory=list)
+    draft_rows: list[int] = field(default_factory=list)
 
 
 # Shortest prefix worth waiting for while another task computes it (tokens).
@@ -39,11 +44,21 @@ MIN_SHARED_WAIT = 32
 
 
 class Scheduler:
-    def __init__(self, n_slots: int, similarity: float) -> None:
+    def __init__(
+        self,
+        n_slots: int,
+        similarity: float,
+        speculator: Speculator | None = None,
+        n_ctx_request: int = 0,
+    ) -> None:
         self.slots = [Slot(i) for i in range(n_slots)]
         self.waiting: deque[Task] = deque()
         self.active: list[Task] = []  # admission order
         self.similarity = similarity
+        # Drafts for generating client tasks (None: no speculation); a draft stays within the
+        # KV cells one request may use (n_ctx_request).
+        self.speculator = speculator if speculator is not None and speculator.enabled else None
+        self.n_ctx_request = n_ctx_request
 
     @property
     def has_work(self) -> bool:
@@ -209,13 +224,15 @@ class Scheduler:
     def slot_of(self, task: Task) -> Slot:
         return self.slots[task.slot_id]
 
-    def plan(self, batch: Batch, now: float = 0.0, background: int = 0) -> list[Planned]:
+    def plan(
+        self, batch: Batch, now: float = 0.0, background: int = 0, speculate: bool = True
+    ) -> list[Planned]:
         """Fill `batch` for one llama_decode; the slots' caches change only in `commit`.
         `background`: most tokens of background work the step may carry, and only when it
-        carries nothing else (0: none)."""
+        carries nothing else (0: none). `speculate`: client tasks may carry drafts."""
         batch.clear()
         clients = [t for t in self.active if not t.request.background]
-        planned = self._plan_tasks(batch, clients, batch.free)
+        planned = self._plan_tasks(batch, clients, batch.free, speculate)
         if planned or background <= 0 or self.busy_with_clients:
             return planned
         tasks = [t for t in self.active if t.request.background]
@@ -232,9 +249,11 @@ class Scheduler:
                 used += n
         return planned
 
-    def _plan_tasks(self, batch: Batch, tasks: list[Task], limit: int) -> list[Planned]:
-        """Decode tokens of `tasks` first (generation never waits for prefill), then prefill
-        chunks in admission order, at most `limit` tokens in all."""
+    def _plan_tasks(
+        self, batch: Batch, tasks: list[Task], limit: int, speculate: bool = False
+    ) -> list[Planned]:
+        """Decode tokens of `tasks` first (generation never waits for prefill), then their
+        drafts, then prefill chunks in admission order, at most `limit` tokens in all."""
         planned: list[Planned] = []
         start = batch.n_tokens
         for task in tasks:
@@ -242,6 +261,8 @@ class Scheduler:
                 slot = self.slot_of(task)
                 row = batch.add(task.next_token, slot.cache.n_pos, slot.id, True)
                 planned.append(Planned(task, slot, [task.next_token], 0, row))
+        if speculate and planned and self.speculator is not None:
+            self._add_drafts(batch, planned, limit - (batch.n_tokens - start))
         for task in tasks:
             room = min(batch.free, limit - (batch.n_tokens - start))
             if not task.prefilling or room <= 0:
@@ -264,6 +285,25 @@ class Scheduler:
                     row = r
             planned.append(Planned(task, slot, tokens, take, row))
         return planned
+
+    def _add_drafts(self, batch: Batch, decoding: list[Planned], room: int) -> None:
+        """Each decoding task's draft after its token: positions on from the token's, a
+        logits row each. Within the batch room, the request's cells and its max_tokens."""
+        assert self.speculator is not None
+        wants = []
+        for p in decoding:
+            task = p.task
+            assert task is not None
+            left = self.n_ctx_request - p.slot.cache.n_pos - 2  # the token, then the draft
+            if task.request.max_tokens is not None:
+                left = min(left, task.request.max_tokens - task.n_generated - 1)
+            wants.append((task, max(min(left, room), 0)))
+        for p, draft in zip(decoding, self.speculator.drafts(wants), strict=True):
+            draft = draft[: max(min(room, batch.free), 0)]
+            pos = p.slot.cache.n_pos + 1  # the decode token's position, not yet committed
+            p.draft = draft
+            p.draft_rows = [batch.add(t, pos + i, p.slot.id, True) for i, t in enumerate(draft)]
+            room -= len(draft)
 
     @staticmethod
     def commit(planned: list[Planned]) -> None:

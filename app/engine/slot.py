@@ -69,6 +69,9 @@ class Slot:
         self._logits: np.ndarray | None = None  # see the module's second invariant
         self._logits_n = 0
         self.blended_from: int | None = None  # first approximate token of `cache`; None: exact
+        # What the KV held when it was parked (salt, tokens): a slot save brings it back from
+        # host memory (`PrefixReuse.unpark`). Only read while `cache` is empty.
+        self.parked: tuple[str, TokenSequence] | None = None
 
     @property
     def idle(self) -> bool:
@@ -186,6 +189,7 @@ class Slot:
 
     def erase(self, model: Model) -> None:
         self.tail = None
+        self.parked = None
         self.salt = ""
         self.session = None
         self.documents = frozenset()
@@ -197,9 +201,9 @@ class Slot:
     def park(self, model: Model) -> None:
         """Drop the KV (saved elsewhere) but keep the conversation's claim on this slot: it
         comes back here and restores its prefix from host memory."""
-        session = self.session
+        session, parked = self.session, (self.salt, self.cache)
         self.erase(model)
-        self.session = session
+        self.session, self.parked = session, parked
 
     def release(self) -> None:
         self.task = None

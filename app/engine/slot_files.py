@@ -144,6 +144,7 @@ class SlotFiles:
 
     def _snapshot(self, id_slot: int) -> SlotState:
         slot = self._idle_slot(id_slot)
+        self.reuse.unpark(slot)  # an idle slot's KV may be in host memory (--cache-idle-slots)
         data = self.model.state_save(slot.id)
         return SlotState(slot.salt, slot.cache.copy(), data, slot.documents)
 

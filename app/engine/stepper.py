@@ -23,6 +23,7 @@ from app.engine.model import Model
 from app.engine.prefix_reuse import PrefixReuse
 from app.engine.scheduler import Planned, Scheduler
 from app.engine.slot import Slot
+from app.engine.speculator import Speculator
 from app.engine.task import Task
 from app.engine.vision import Vision
 
@@ -39,8 +40,10 @@ class Stepper:
         pacer: BackgroundPacer,
         vision: Vision | None = None,
         batch: Batch | None = None,
+        speculator: Speculator | None = None,
     ) -> None:
         self.model, self.scheduler, self.reuse = model, scheduler, reuse
+        self.speculator = speculator  # told of verified drafts and of finished replies
         self.pacer = pacer  # sizes the batches of background work
         self.vision = vision  # image input (--mmproj); opened on the engine thread
         self.n_ctx_request = n_ctx_request  # KV cells one request may use (<= n_ctx)
@@ -78,6 +81,10 @@ class Stepper:
             return False
         t0 = time.perf_counter()
         status = self.model.decode(self._batch)
+        if status == 1 and any(p.draft for p in planned):
+            # No KV room with the drafts: the same step without them (nothing was written).
+            planned = self.scheduler.plan(self._batch, time.monotonic(), budget, speculate=False)
+            status = self.model.decode(self._batch)
         if status == 1 and make_room(self.scheduler, self.reuse, self.model, planned):
             return True  # room was made or a task was dropped: plan again next step
         if status != 0:
@@ -110,6 +117,9 @@ class Stepper:
             task = p.task
             if task is None or p.row is None or task.done:
                 continue
+            if p.draft:
+                self._verify(p)
+                continue
             # Read only where needed: each ctypes call lets the HTTP thread take the GIL.
             logits = None
             if p.n_prompt and not task.prefilling:  # the row of the prompt's last token
@@ -119,6 +129,30 @@ class Stepper:
             if logits is None and task.request.logprobs is not None:
                 logits = model.logits(p.row)
             self._deliver(task, p.slot, token, logits)
+
+    def _verify(self, p: Planned) -> None:
+        """Sample the decode token's row, then each draft row while the samples equal the
+        draft: an equal sample's token is in the KV already (committed now); the first sample
+        that differs, or follows the whole draft, is the next token to decode. Every sample is
+        drawn as without speculation (same rows' logits, sampler advanced token by token), so
+        the output is the same. The cells of the rejected draft tokens are removed."""
+        task, slot, draft = p.task, p.slot, p.draft
+        assert task is not None and task.sampler is not None and p.row is not None
+        accepted = 0
+        for i, row in enumerate([p.row, *p.draft_rows]):
+            token = task.sampler.sample(self.model.ctx, row)
+            logits = self.model.logits(row) if task.request.logprobs is not None else None
+            self._deliver(task, slot, token, logits)
+            if task.done or i == len(draft) or token != draft[i]:
+                break
+            slot.cache.extend([token])  # the draft token at this position stands
+            accepted += 1
+        if accepted < len(draft):
+            self.model.seq_rm(slot.id, slot.cache.n_pos, -1)
+        task.draft_n += len(draft)
+        task.draft_n_accepted += accepted
+        if self.speculator is not None:
+            self.speculator.observe(task, len(draft), accepted)
 
     def sample_repeat(self, task: Task, slot: Slot) -> None:
         """First token of a task whose whole prompt the slot holds with its logits kept (an
@@ -137,6 +171,8 @@ class Stepper:
             logprob = token_logprob(model, logits, token, n_top)
         # A task that ends here has released its slot (Task._close -> _closed) already.
         task.on_token(token, model.token_to_piece(token), model.is_eog(token), room_left, logprob)
+        if task.done and self.speculator is not None:
+            self.speculator.finished(task)
 
 
 def token_logprob(model: Model, row: np.ndarray, token: int, n_top: int) -> TokenLogprob:

@@ -14,11 +14,15 @@ import itertools
 import time
 from collections.abc import Callable
 from concurrent.futures import Future
+from typing import TYPE_CHECKING
 
 from app.engine.events import Event, Failed, Finished, TextDelta, Timings, TokenLogprob
 from app.engine.request import GenerationRequest
 from app.engine.sampler import Sampler
 from app.engine.text_stream import TextStream
+
+if TYPE_CHECKING:
+    from app.engine.draft_state import DraftState
 
 _ids = itertools.count(1)
 
@@ -50,6 +54,11 @@ class Task:
         self.ended_on: int | None = None
         self.finish_reason: str | None = None
         self.n_generated = 0
+        self.generated: list[int] = []  # every sampled token that counts as output, in order
+        # Speculation (app/engine/speculator.py): its state, and llama-server's draft counts.
+        self.draft_state: DraftState | None = None
+        self.draft_n = 0
+        self.draft_n_accepted = 0
         self.text = TextStream(request.stop)
         # Tokens (and their logprobs) whose text is still held back by the TextStream.
         self._held_tokens: list[int] = []
@@ -87,6 +96,7 @@ class Task:
         if self.sampler is not None:
             self.sampler.close()
         self.sampler, self.on_close, self.next_token = None, None, None
+        self.draft_state = None
         self.slot_id, self.n_cached, self.n_done = -1, 0, 0
         self.cache_source = "none"
 
@@ -109,6 +119,7 @@ class Task:
             self.finish("stop")
             return False
         self.n_generated += 1
+        self.generated.append(token)
         self._held_tokens.append(token)
         if logprob is not None:
             self._held_logprobs.append(logprob)
@@ -153,7 +164,14 @@ class Task:
             return
         self.finish_reason = reason
         self._emit(self.text.finish())
-        final = Finished(reason, self.prompt_len, self.n_generated, self.n_cached, self.timings())
+        final = Finished(
+            reason,
+            self.prompt_len,
+            self.n_generated,
+            self.n_cached,
+            self.timings(),
+            self.text.stop_hit,
+        )
         self._close()
         self.sink(final)
 
@@ -178,6 +196,8 @@ class Task:
             chunk_n=self.chunk_n,
             kv_reuse=self.kv_reuse,
             kv_reuse_reason=self.kv_reuse_reason,
+            draft_n=self.draft_n,
+            draft_n_accepted=self.draft_n_accepted,
         )
 
     def _close(self) -> None:

@@ -328,3 +328,25 @@ def test_a_server_with_api_keys_asks_for_one_and_it_is_sent(page: Page, static_u
     assert api.sent  # accepted: it carried the key
     page.reload()  # the key is kept in this browser
     expect(page.locator("article.message.assistant")).to_have_count(1)
+
+
+def test_a_tool_call_and_its_result_read_plainly(page: Page, static_url: str):
+    """Issue 29: a session holding a tool loop (the Responses API stores them) shows the call's
+    tool and arguments, and the result with the call it answers."""
+    api = FakeApi()
+    call = {"id": "call_1", "name": "get_weather", "arguments": '{"city":"Paris"}'}
+    done = {"status": "complete"}
+    api.messages = [
+        {"id": 1, "seq": 0, "role": "user", "content": "Weather in Paris?", **done},
+        {"id": 2, "seq": 1, "role": "assistant", "content": "", "tool_calls": [call], **done},
+        {"id": 3, "seq": 2, "role": "tool", "content": "sunny", "tool_call_id": "call_1", **done},
+        {"id": 4, "seq": 3, "role": "assistant", "content": "It is sunny.", **done},
+    ]
+    open_fake(page, static_url, api)
+    shown = page.locator("article.message.assistant .toolcall")
+    expect(shown).to_have_count(1)
+    expect(shown.locator(".toolname")).to_have_text("Calls get_weather")
+    expect(shown.locator(".toolargs")).to_have_text('{\n  "city": "Paris"\n}')
+    result = page.get_by_role("article", name="Tool result")
+    expect(result).to_contain_text("sunny")
+    expect(result.locator(".toolfor")).to_have_text("Result of call_1")

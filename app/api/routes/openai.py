@@ -1,10 +1,12 @@
-"""OpenAI-compatible endpoints: /v1/chat/completions, /v1/completions, /v1/models."""
+"""OpenAI-compatible endpoints: /v1/chat/completions, /v1/completions, /v1/models; as
+llama-server, each also without /v1, and /chat/completions/input_tokens."""
 
 from __future__ import annotations
 
 import asyncio
 import time
-from typing import Any
+from collections.abc import Callable
+from typing import Any, TypeVar
 
 from fastapi import APIRouter, Header, Request
 
@@ -20,10 +22,22 @@ from app.api.turn_reply import reply_turn, request_builder
 from app.chat.session_lookup import check_session
 from app.engine.request import RequestError
 
-router = APIRouter(prefix="/v1")
+router = APIRouter()
+F = TypeVar("F", bound=Callable[..., Any])
 
 
-@router.post("/chat/completions", responses=STREAMING)
+def both(method: str, path: str, **kw: Any) -> Callable[[F], F]:
+    """Serve a route at /v1{path} and, as llama-server does, at {path} (not in the schema)."""
+
+    def register(fn: F) -> F:
+        router.add_api_route("/v1" + path, fn, methods=[method], **kw)
+        router.add_api_route(path, fn, methods=[method], include_in_schema=False, **kw)
+        return fn
+
+    return register
+
+
+@both("POST", "/chat/completions", responses=STREAMING)
 async def chat_completions(
     body: ChatCompletionRequest,
     http: Request,
@@ -38,11 +52,25 @@ async def chat_completions(
     salt = cache_salt(http, body.cache_salt)
     build = request_builder(body, services.settings.seed, salt, "messages")
     chats = services.chats
-    turn = await chats.from_messages(body.messages, body.rag, session, tenant, salt, build)
+    tools = body.tool_specs()
+    turn = await chats.from_messages(
+        body.messages, body.rag, session, tenant, salt, build, tools=tools
+    )
     return await reply_turn(services, turn, body, http)
 
 
-@router.post("/completions", responses=STREAMING)
+@both("POST", "/chat/completions/input_tokens")
+async def input_tokens(
+    body: ChatCompletionRequest, http: Request, services: ServicesDep, tenant: TenantDep
+):
+    """How many prompt tokens the chat request would have, nothing generated (llama-server's)."""
+    salt = cache_salt(http, body.cache_salt)
+    build = request_builder(body, services.settings.seed, salt, "messages")
+    n = await services.chats.count_prompt(body.messages, tenant, salt, build)
+    return {"object": "response.input_tokens", "input_tokens": n}
+
+
+@both("POST", "/completions", responses=STREAMING)
 async def completions(body: CompletionRequest, http: Request, services: ServicesDep):
     refuse_unsupported(body)
     try:
@@ -54,6 +82,11 @@ async def completions(body: CompletionRequest, http: Request, services: Services
     return await respond(services, request, body, Reply(TextShape, "completion"), http)
 
 
+def _tags(services: Services) -> list[str]:
+    tags = services.settings.tags or ""
+    return [t.strip() for t in tags.split(",") if t.strip()]
+
+
 def _model(services: Services) -> dict[str, Any]:
     info = services.engine.model_info()
     return {
@@ -61,6 +94,8 @@ def _model(services: Services) -> dict[str, Any]:
         "object": "model",
         "created": int(time.time()),
         "owned_by": "kvchat",
+        "aliases": [services.model_name],
+        "tags": _tags(services),
         "meta": {
             "n_ctx": info.n_ctx,
             "n_ctx_train": info.n_ctx_train,
@@ -71,12 +106,15 @@ def _model(services: Services) -> dict[str, Any]:
     }
 
 
-@router.get("/models")
+@both("GET", "/models")
 async def models(services: ServicesDep):
-    return {"object": "list", "data": [_model(services)]}
+    # llama-server's `models` list (Ollama's shape) beside OpenAI's `data`.
+    name = services.model_name
+    listed = {"name": name, "model": name, "type": "model", "tags": _tags(services)}
+    return {"object": "list", "models": [listed], "data": [_model(services)]}
 
 
-@router.get("/models/{model_id:path}")
+@both("GET", "/models/{model_id:path}")
 async def model(model_id: str, services: ServicesDep):
     """OpenAI's models.retrieve: this server serves one model, under its name."""
     if model_id != services.model_name:

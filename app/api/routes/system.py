@@ -10,6 +10,8 @@ from typing import Annotated
 from fastapi import APIRouter, Body, Response
 
 from app.api.errors import error_response
+from app.api.responses import SYSTEM_FINGERPRINT
+from app.api.schemas import default_params
 from app.api.services import ServicesDep
 from app.api.slot_actions import SlotActions
 
@@ -30,10 +32,16 @@ async def health(services: ServicesDep):
     }
 
 
+def _turned_off(what: str, flag: str) -> Response:
+    return error_response(f"This server does not support {what}. Start it with `{flag}`", 501)
+
+
 @router.get("/slots")
 async def slots(services: ServicesDep):
     """llama-server's shapes; `session` only while that session exists, `last_used` in Unix
     seconds (null: never used)."""
+    if not services.settings.slots:
+        return _turned_off("slots endpoint", "--slots")
     infos = [dataclasses.asdict(s) for s in services.engine.slots()]
     named = {s["session"] for s in infos if s["session"] is not None}
 
@@ -43,7 +51,11 @@ async def slots(services: ServicesDep):
 
     alive = await asyncio.to_thread(live) if named else set()
     now_wall, now_mono = time.time(), time.monotonic()
+    n_ctx = services.engine.model_info().n_ctx_request
     for s in infos:
+        # llama-server's fields beside ours: a slot's own context, busy or not, its task.
+        s["n_ctx"], s["is_processing"] = n_ctx, s["state"] == "processing"
+        s["id_task"] = s["task_id"]
         if s["session"] not in alive:
             s["session"] = None
         used = s["last_used"]
@@ -59,6 +71,8 @@ async def slot_action(
     filename: Annotated[str | None, Body(embed=True)] = None,
 ):
     """llama-server's ?action=save|restore (body {"filename"}) and ?action=erase."""
+    if not services.settings.slots:
+        return _turned_off("slots action", "--slots")
     actions = SlotActions(services.engine, services.settings.slot_dir())
     return await actions.run(action, id_slot, filename)
 
@@ -83,5 +97,38 @@ async def cache_reset(services: ServicesDep):
 @router.get("/metrics", responses={200: {"content": {"text/plain": {}}, "description": "Text"}})
 async def metrics(services: ServicesDep) -> Response:
     """Prometheus text exposition (kvchat_* counters, histograms and engine gauges)."""
+    if not services.settings.metrics:
+        return _turned_off("metrics endpoint", "--metrics")
     body, content_type = services.metrics.render()
     return Response(body, media_type=content_type)
+
+
+@router.get("/props")
+async def props(services: ServicesDep):
+    """llama-server's server properties: the defaults a request starts from, the slots, the
+    model and its template, which endpoints are on."""
+    info, settings = services.engine.model_info(), services.settings
+    vocab = services.engine.tokenizer
+    return {
+        "default_generation_settings": {
+            "params": default_params(settings.seed, settings.n_predict),
+            "n_ctx": info.n_ctx_request,
+        },
+        "total_slots": info.n_slots,
+        "model_alias": services.model_name,
+        "model_path": settings.model_path(),
+        "modalities": {"vision": services.engine.vision is not None, "audio": False},
+        "endpoint_slots": settings.slots,
+        "endpoint_props": False,  # POST /props: no settings change at run time
+        "endpoint_metrics": settings.metrics,
+        "chat_template": vocab.chat_template() or "",
+        "bos_token": vocab.token_text(vocab.bos) if vocab.bos >= 0 else "",
+        "eos_token": vocab.token_text(vocab.eos) if vocab.eos >= 0 else "",
+        "build_info": SYSTEM_FINGERPRINT,
+        "is_sleeping": False,
+    }
+
+
+@router.post("/props")
+async def change_props():
+    return _turned_off("changing global properties", "--props")

@@ -18,6 +18,7 @@ class TokenizeRequest(BaseModel):
     content: str
     add_special: bool = False
     parse_special: bool = True
+    with_pieces: bool = False  # llama-server's: each token with its text
 
 
 class DetokenizeRequest(BaseModel):
@@ -34,7 +35,18 @@ async def tokenize(body: TokenizeRequest, services: ServicesDep):
     tokens = await asyncio.to_thread(
         model.tokenize, body.content, body.add_special, body.parse_special
     )
-    return {"tokens": tokens}
+    if not body.with_pieces:
+        return {"tokens": tokens}
+    return {"tokens": [{"id": t, "piece": _piece(model.token_to_piece(t, True))} for t in tokens]}
+
+
+def _piece(raw: bytes) -> str | list[int]:
+    """llama-server's form: the text, or its bytes where they are not whole UTF-8 (a token that
+    holds part of a character)."""
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError:
+        return list(raw)
 
 
 @router.post("/detokenize")

@@ -10,9 +10,12 @@ import { busy, editAsBranch, regenerate, showError } from "../state.js";
 import { CacheBar } from "./CacheBar.js";
 import { Citations } from "./Citations.js";
 import { Sources } from "./Sources.js";
+import { ToolCalls, ToolResultOf } from "./ToolCalls.js";
 
 // What the user wrote: a document turn's own words, else the text of the content.
 const wordsOf = (message) => message.question ?? textOf(message.content);
+const WHO = { user: "You", tool: "Tool result" };
+const SAID = { user: "You said", tool: "Tool result" };
 
 export function textOf(content) {
   if (typeof content === "string") return content;
@@ -89,15 +92,17 @@ export function Message({ message, isLastReply, givenUp, prefillRate, streaming 
   const failed = message.status === "error";
   const classes = `message ${role}${failed ? " failed" : ""}${streaming ? " streaming" : ""}`;
   return html`<article class=${classes} data-id=${message.id} data-status=${message.status || (streaming ? "streaming" : "")}
-      aria-label=${role === "user" ? "You said" : "Assistant said"}>
-    <div class="who">${role === "user" ? "You" : "Assistant"}</div>
+      aria-label=${SAID[role] || "Assistant said"}>
+    <div class="who">${WHO[role] || "Assistant"}</div>
+    ${role === "tool" && html`<${ToolResultOf} callId=${message.tool_call_id} />`}
     ${images(message.content).length > 0 &&
     html`<div class="thumbs">${images(message.content).map((src) => html`<${MediaImage} key=${src} src=${src} />`)}</div>`}
     ${editing
       ? html`<${Editor} message=${message} givenUp=${givenUp} onDone=${() => setEditing(false)} />`
-      : role === "user"
-        ? html`<div class="plain">${text}</div><${Sources} citations=${message.citations} />`
+      : role === "user" || role === "tool"
+        ? html`<div class="plain">${text}</div><${Sources} citations=${role === "user" ? message.citations : null} />`
         : html`<${Markdown} text=${text} />`}
+    <${ToolCalls} calls=${message.tool_calls} />
     ${streaming && role === "assistant" && !text && html`<div class="typing" aria-label="waiting for the reply">…</div>`}
     ${failed && html`<div class="error" role="alert">Error: ${message.error || "the reply failed"}</div>`}
     ${message.status === "cancelled" && html`<div class="tag">stopped</div>`}

@@ -131,6 +131,10 @@ def test_one_json_log_line_per_request(metrics: Metrics, caplog: pytest.LogCaptu
         "ttft_s": 0.05,
         "e2e_s": 0.4,
         "finish_reason": "stop",
+        "draft_tokens": 0,
+        "draft_tokens_accepted": 0,
+        "prompt_ms": 0.0,
+        "predicted_ms": 0.0,
     }
 
 
@@ -146,6 +150,10 @@ def test_one_json_log_line_per_request(metrics: Metrics, caplog: pytest.LogCaptu
         ("/v1/models", None),
         ("/tokenize", None),
         ("/v1/sessionsx", None),
+        ("/v1/messages", "messages"),
+        ("/v1/responses", "responses"),
+        ("/v1/responses/resp_1", None),
+        ("/v1/embeddings", None),
     ],
 )
 def test_route_of_path(path: str, route: str | None):

@@ -101,7 +101,7 @@ def test_add_message_to_a_missing_session_raises_key_error(store: Store):
 @pytest.mark.parametrize(
     "kwargs",
     [
-        {"role": "tool"},
+        {"role": "function"},
         {"status": "done"},
         {"content": 5},
         {"content": ["not a part"]},

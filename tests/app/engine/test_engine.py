@@ -564,7 +564,7 @@ async def count_events(stream) -> int:  # noqa: ANN001
     return n
 
 
-def test_a_request_stops_at_its_share_of_the_kv_and_n_predict_caps_it(model_path: str):
+def test_a_request_stops_at_its_share_of_the_kv_and_the_limits_apply(model_path: str):
     config = EngineConfig(model_path=model_path, n_ctx=256, n_parallel=2, warmup=False)
     small = Engine(config)
     small.start()
@@ -576,13 +576,17 @@ def test_a_request_stops_at_its_share_of_the_kv_and_n_predict_caps_it(model_path
         assert len(prompt) + done.completion_tokens <= 256 // 2
         with pytest.raises(RequestError, match="128"):
             small.validate(GenerationRequest(TokenSequence([1] * 200)))
-        small.config.n_predict = 5
-        capped = GenerationRequest(prompt.copy(), GREEDY, max_tokens=50)
-        small.validate(capped)
-        assert capped.max_tokens == 5
+        small.config.n_predict = 5  # a default (llama-server's -n) ...
+        asked = GenerationRequest(prompt.copy(), GREEDY, max_tokens=50)
+        small.validate(asked)
+        assert asked.max_tokens == 50
         default = GenerationRequest(prompt.copy(), GREEDY)
         small.validate(default)
         assert default.max_tokens == 5
+        small.config.max_tokens_limit = 7  # ... and ours, a cap
+        capped = GenerationRequest(prompt.copy(), GREEDY, max_tokens=50)
+        small.validate(capped)
+        assert capped.max_tokens == 7
     finally:
         small.stop()
 

@@ -89,6 +89,32 @@ def test_response_format_json_schema_is_enforced_by_the_grammar(server: ServerPr
     assert json.loads(choice["message"]["content"])["answer"] in ("yes", "no")
 
 
+def test_llama_servers_top_level_json_schema_is_enforced(server: ServerProcess):
+    schema = {"type": "object", "properties": {"n": {"type": "integer"}}, "required": ["n"]}
+    body = {"prompt": "A number:", "temperature": 0, "max_tokens": 20, "json_schema": schema}
+    r = post(server, "/v1/completions", body)
+    assert r.status_code == 200, r.text
+    assert isinstance(json.loads(r.json()["choices"][0]["text"])["n"], int)
+    both = post(server, "/v1/completions", {**body, "grammar": 'root ::= "x"'})
+    assert both.status_code == 400 and "not both" in error_of(both)["message"]
+
+
+def test_two_assistant_messages_at_the_end_are_refused_as_llama_server_does(
+    server: ServerProcess,
+):
+    messages = [
+        *HELLO,
+        {"role": "assistant", "content": "a"},
+        {"role": "assistant", "content": "b"},
+    ]
+    r = post(server, "/v1/chat/completions", {"messages": messages, "max_tokens": 2})
+    assert r.status_code == 400
+    assert "annot have 2 or more assistant messages at the end" in error_of(r)["message"]
+    assert error_of(r)["param"] == "messages"
+    one = post(server, "/v1/chat/completions", {"messages": messages[:-1], "max_tokens": 2})
+    assert one.status_code == 200, one.text  # one at the end: a reply to go on from
+
+
 def test_response_format_json_object_starts_an_object(server: ServerProcess):
     body = {"messages": HELLO, "temperature": 0, "response_format": {"type": "json_object"}}
     r = post(server, "/v1/chat/completions", body)
@@ -99,11 +125,17 @@ def test_response_format_json_object_starts_an_object(server: ServerProcess):
     assert refused.status_code == 400 and error_of(refused)["param"] == "response_format"
 
 
-def test_tools_are_refused_with_a_400_that_says_so(server: ServerProcess):
+def test_tools_where_a_route_takes_none_are_refused_with_a_400_that_says_so(
+    server: ServerProcess,
+):
+    # Chat completions take tools (issue 29, tests/app/api/routes/test_tool_calls.py); text
+    # completions do not, and the legacy `functions` is refused everywhere.
     tool = {"type": "function", "function": {"name": "f", "parameters": {"type": "object"}}}
-    r = post(server, "/v1/chat/completions", {"messages": HELLO, "tools": [tool]})
+    r = post(server, "/v1/completions", {"prompt": "Hi", "tools": [tool]})
     assert r.status_code == 400
     assert error_of(r)["param"] == "tools" and "not supported" in error_of(r)["message"]
+    legacy = post(server, "/v1/chat/completions", {"messages": HELLO, "functions": [tool]})
+    assert legacy.status_code == 400 and error_of(legacy)["param"] == "functions"
 
 
 # --- error messages -----------------------------------------------------------------------------
@@ -137,6 +169,9 @@ def test_a_too_long_completions_prompt_blames_prompt(server: ServerProcess):
     assert r.status_code == 400
     assert error_of(r)["code"] == "exceed_context_size_error"
     assert error_of(r)["param"] == "prompt"
+    # llama-server's type and figures, which its clients read
+    assert error_of(r)["type"] == "exceed_context_size_error"
+    assert error_of(r)["n_prompt_tokens"] > error_of(r)["n_ctx"] > 0
 
 
 # --- limits ------------------------------------------------------------------------------------
@@ -163,12 +198,12 @@ def test_a_body_over_the_limit_gets_413_before_it_is_sent(server: ServerProcess)
     assert httpx.get(server.base_url + "/health").status_code == 200
 
 
-def test_n_predict_is_the_default_and_the_cap_of_max_tokens(server: ServerProcess):
-    for extra in ({}, {"max_tokens": 500}):
+def test_n_predict_is_the_default_of_max_tokens_as_in_llama_server(server: ServerProcess):
+    for extra, want in (({}, 24), ({"max_tokens": 30}, 30), ({"n_predict": 28}, 28)):
         body = {"prompt": "Once upon a time", "ignore_eos": True, **extra}
         r = post(server, "/v1/completions", body)
         assert r.status_code == 200, r.text
-        assert r.json()["usage"]["completion_tokens"] == 24
+        assert r.json()["usage"]["completion_tokens"] == want
 
 
 # --- /slots, sessions, logs -------------------------------------------------------------------
@@ -224,3 +259,29 @@ def test_a_grammar_llama_cpp_cannot_parse_is_a_400(server: ServerProcess):
     assert "grammar" in error_of(r)["message"]
     ok = post(server, "/v1/chat/completions", {"messages": HELLO, "grammar": 'root ::= "yes"'})
     assert ok.status_code == 200 and ok.json()["choices"][0]["message"]["content"] == "yes"
+
+
+# --- llama-server's shapes -----------------------------------------------------------------------
+
+
+def test_the_first_chunk_has_null_content_and_every_object_a_fingerprint(server: ServerProcess):
+    body = {"messages": [{"role": "user", "content": "Hi"}], "max_tokens": 3, "stream": True}
+    with httpx.stream("POST", server.base_url + "/v1/chat/completions", json=body) as r:
+        chunks = [
+            json.loads(line[6:])
+            for line in r.iter_lines()
+            if line.startswith("data: ") and line != "data: [DONE]"
+        ]
+    assert chunks[0]["choices"][0]["delta"] == {"role": "assistant", "content": None}
+    assert all(c["system_fingerprint"].startswith("kvchat-") for c in chunks)
+    whole = post(server, "/v1/chat/completions", {**body, "stream": False}).json()
+    assert whole["system_fingerprint"] == chunks[0]["system_fingerprint"]
+
+
+def test_slots_carry_llama_servers_fields(server: ServerProcess):
+    slots = httpx.get(server.base_url + "/slots").json()
+    assert [s["id"] for s in slots] == [0, 1]
+    for s in slots:
+        assert s["n_ctx"] == 512  # -c 1024 over 2 slots
+        assert s["is_processing"] is (s["state"] == "processing")
+        assert s["id_task"] == s["task_id"]

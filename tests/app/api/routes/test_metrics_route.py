@@ -18,7 +18,7 @@ Samples = dict[tuple[str, frozenset[tuple[str, str]]], float]
 
 @pytest.fixture(scope="module")
 def server() -> Iterator[ServerProcess]:
-    with ServerProcess("-np", "2", "-c", "2048") as srv:
+    with ServerProcess("-np", "2", "-c", "2048", "--spec-type", "ngram-docs") as srv:
         yield srv
 
 
@@ -164,3 +164,65 @@ def wait_for_arriving(server: ServerProcess, n: int) -> None:
             return
         time.sleep(0.05)
     raise AssertionError(f"kvchat_requests_arriving never read {n}")
+
+
+def test_speculation_is_reported_in_timings_and_counted(server: ServerProcess):
+    """A reply that quotes its prompt is drafted (--spec-type): llama-server's timings
+    fields per response, and the drafted and accepted counters move by them."""
+    before = scrape(server)
+    quote = "The Treaty of Calloway was signed on 14 March 1872 by Admiral Henrietta Voss."
+    r = httpx.post(
+        server.base_url + "/v1/chat/completions",
+        json={
+            "messages": [{"role": "user", "content": f"Quote this exactly: {quote}"}],
+            "temperature": 0,
+            "max_tokens": 40,
+        },
+        timeout=120,
+    )
+    assert r.status_code == 200
+    timings = r.json()["timings"]
+    assert timings["draft_n"] >= timings["draft_n_accepted"] > 0
+    after = scrape(server)
+    for name, key in (
+        ("kvchat_draft_tokens_total", "draft_n"),
+        ("kvchat_draft_tokens_accepted_total", "draft_n_accepted"),
+    ):
+        assert sample(after, name) == sample(before, name) + timings[key]
+
+
+def test_metrics_and_slots_can_be_turned_off():
+    """--no-metrics and --no-slots: llama-server's 501 with its words."""
+    with ServerProcess("-np", "1", "-c", "1024", "--no-metrics", "--no-slots") as srv:
+        for method, path in (("GET", "/metrics"), ("GET", "/slots"), ("POST", "/slots/0")):
+            r = httpx.request(method, srv.base_url + path, params={"action": "erase"})
+            assert r.status_code == 501, (path, r.text)
+            error = r.json()["error"]
+            assert error["type"] == "not_supported_error"
+            assert "Start it with `--" in error["message"]
+        assert httpx.get(srv.base_url + "/health").status_code == 200
+
+
+def test_llama_servers_series_are_there_too(server: ServerProcess):
+    before = scrape(server)
+    r = httpx.post(
+        server.base_url + "/v1/completions",
+        json={"prompt": "Once upon a time", "max_tokens": 5, "ignore_eos": True},
+        timeout=120,
+    )
+    assert r.status_code == 200
+    usage = r.json()["usage"]
+    after = scrape(server)
+    computed = usage["prompt_tokens"] - usage["prompt_tokens_details"]["cached_tokens"]
+    assert sample(after, "llamacpp:prompt_tokens_total") == (
+        sample(before, "llamacpp:prompt_tokens_total") + computed
+    )
+    assert sample(after, "llamacpp:tokens_predicted_total") == (
+        sample(before, "llamacpp:tokens_predicted_total") + 5
+    )
+    assert sample(after, "llamacpp:tokens_predicted_seconds_total") > sample(
+        before, "llamacpp:tokens_predicted_seconds_total"
+    )
+    assert sample(after, "llamacpp:predicted_tokens_seconds") > 0
+    assert ("llamacpp:requests_processing", frozenset()) in after
+    assert ("llamacpp:requests_deferred", frozenset()) in after

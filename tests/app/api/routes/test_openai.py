@@ -607,3 +607,53 @@ def test_logit_bias_bans_and_forces_tokens_and_bad_biases_are_refused(server: Se
         assert resp.status_code == 400, resp.text
         error = error_of(resp)
         assert words in error["message"] and error["param"] == "logit_bias", error
+
+
+# --- llama-server's paths and fields ------------------------------------------------------------
+
+
+def test_the_openai_paths_answer_without_v1_too(server: ServerProcess):
+    body = {"messages": [{"role": "user", "content": "Hi"}], "max_tokens": 2, "temperature": 0}
+    base = server.base_url
+    bare = httpx.post(base + "/chat/completions", json=body, timeout=60).json()
+    assert bare["object"] == "chat.completion"
+    text = httpx.post(base + "/completions", json={"prompt": "Hi", "max_tokens": 2}, timeout=60)
+    assert text.json()["object"] == "text_completion"
+    listed = httpx.get(base + "/models").json()
+    assert listed == httpx.get(base + "/v1/models").json() | {"data": listed["data"]}
+    (model,) = listed["data"]
+    assert model["aliases"] == [model["id"]] and model["tags"] == []
+    assert listed["models"][0]["name"] == model["id"]
+
+
+def test_input_tokens_counts_the_prompt_a_chat_would_have(server: ServerProcess):
+    messages = [{"role": "user", "content": "Name three colours."}]
+    r = httpx.post(server.base_url + "/chat/completions/input_tokens", json={"messages": messages})
+    assert r.status_code == 200, r.text
+    assert r.json() == {
+        "object": "response.input_tokens",
+        "input_tokens": len(tokens_of(server, messages)),
+    }
+
+
+def test_tokenize_with_pieces(server: ServerProcess):
+    r = httpx.post(
+        server.base_url + "/tokenize", json={"content": "Hello world", "with_pieces": True}
+    )
+    pieces = r.json()["tokens"]
+    assert "".join(p["piece"] for p in pieces) == "Hello world"
+    plain = httpx.post(server.base_url + "/tokenize", json={"content": "Hello world"}).json()
+    assert [p["id"] for p in pieces] == plain["tokens"]
+
+
+def test_props_describe_the_server_as_llama_server_does(server: ServerProcess):
+    props = httpx.get(server.base_url + "/props").json()
+    assert props["total_slots"] == 4
+    assert props["default_generation_settings"]["n_ctx"] == 1024  # 4096 over 4 slots
+    assert props["default_generation_settings"]["params"]["temperature"] == 0.8
+    assert "im_start" in props["chat_template"]
+    assert props["eos_token"] == "<|im_end|>"
+    assert props["modalities"]["vision"] is False
+    assert props["endpoint_slots"] is True and props["endpoint_metrics"] is True
+    changed = httpx.post(server.base_url + "/props", json={})
+    assert changed.status_code == 501

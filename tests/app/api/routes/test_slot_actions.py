@@ -164,3 +164,26 @@ def test_a_busy_slot_answers_409(http: httpx.Client, server: ServerProcess):
         time.sleep(0.05)
     else:
         pytest.fail("slot 1 stayed busy")
+
+
+def test_a_parked_slot_is_saved_with_what_its_conversation_holds(tmp_dir: Path):
+    """Default flags park an idle slot's KV in host memory when another request starts; a
+    save then still writes the slot's conversation (llama-server saves it), and a restore of
+    that file serves it again."""
+    slots = tmp_dir / "parked-slots"
+    args = ("-np", "2", "-c", "2048", "--data-dir", str(tmp_dir / "parked-data"))
+    with (
+        ServerProcess(*args, "--slot-save-path", str(slots)) as srv,
+        httpx.Client(base_url=srv.base_url, timeout=120) as client,
+    ):
+        first = complete(client, id_slot=0)
+        other = "Write a haiku about the sea. " * 30  # long enough to park the idle slot
+        complete(client, id_slot=1, prompt=other)
+        assert n_cached(client, 0) == 0  # parked: its cells are free
+        saved = action(client, 0, "save", "parked.bin")
+        assert saved.status_code == 200, saved.text
+        assert saved.json()["n_saved"] >= first["prompt_tokens"]
+        assert action(client, 0, "erase").status_code == 200
+        assert action(client, 1, "restore", "parked.bin").status_code == 200
+        again = complete(client, id_slot=1)
+        assert again["prompt_tokens_details"]["cached_tokens"] >= 0.9 * again["prompt_tokens"]

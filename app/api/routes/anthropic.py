@@ -1,0 +1,59 @@
+"""`POST /v1/messages`: Anthropic's Messages API (as llama-server serves it), translated into
+the chat turn every other chat route serves (app/api/anthropic_schemas.py) and answered in
+Anthropic's shapes (app/api/anthropic_reply.py). `x-api-key` is taken like `Authorization:
+Bearer` (app/api/auth.py); errors come in Anthropic's shape (app/api/anthropic_errors.py)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fastapi import APIRouter, Request
+from pydantic import ValidationError
+
+from app.api.anthropic_errors import AnthropicErrorResponse
+from app.api.anthropic_reply import AnthropicWriter
+from app.api.anthropic_schemas import MessagesRequest
+from app.api.auth import cache_salt
+from app.api.errors import ERROR_RESPONSES, STREAMING
+from app.api.lookups import TenantDep
+from app.api.responder import Reply, respond
+from app.api.responses import ChatShape
+from app.api.schemas import ChatCompletionRequest
+from app.api.services import ServicesDep
+from app.api.structured_output import refuse_unsupported
+from app.api.turn_reply import request_builder
+from app.engine.request import RequestError
+
+router = APIRouter(prefix="/v1")
+
+# The statuses every route documents, with Anthropic's error body.
+ANTHROPIC_ERRORS: dict[int | str, dict[str, Any]] = {
+    status: {**doc, "model": AnthropicErrorResponse} for status, doc in ERROR_RESPONSES.items()
+}
+
+
+def _chat(body: MessagesRequest) -> ChatCompletionRequest:
+    try:
+        return body.chat_request()
+    except ValidationError as e:
+        first = e.errors()[0]
+        where = ".".join(str(p) for p in first["loc"])
+        message = str(first["msg"]).removeprefix("Value error, ")
+        raise RequestError(f"{where}: {message}", param=where) from None
+
+
+@router.post("/messages", responses={**ANTHROPIC_ERRORS, **STREAMING})
+async def messages(body: MessagesRequest, http: Request, services: ServicesDep, tenant: TenantDep):
+    chat = _chat(body)
+    refuse_unsupported(chat)
+    salt = cache_salt(http)
+    build = request_builder(chat, services.settings.seed, salt, "messages")
+    tools = chat.tool_specs()
+    turn = await services.chats.from_messages(
+        chat.messages, None, None, tenant, salt, build, tools=tools
+    )
+    known = {t.name for t in tools} if chat.calls_allowed() else set()
+    model = body.model or services.model_name
+    writer = AnthropicWriter(model, known, len(turn.request.prompt))
+    reply = Reply(ChatShape, "messages", turn.on_end, writer=writer)
+    return await respond(services, turn.request, chat, reply, http)

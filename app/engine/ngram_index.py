@@ -1,0 +1,59 @@
+"""`NgramIndex`: a token history and, for each n-gram in it, where its latest occurrence ended.
+
+The draft source of n-gram speculation (app/engine/speculator.py): the tokens that followed the
+latest earlier occurrence of the history's last n tokens are a guess at what comes next. An
+answer that quotes its prompt (a document, the conversation, code) repeats long runs of it.
+
+Invariant: `_ends` maps every n-gram of `tokens` except the one the history ends on (the tail,
+whose continuation is what we look for) to the end index of its latest occurrence; after
+`seal()` the tail's n-gram is in it too (a finished reply, read by later requests).
+Media placeholders (negative ids) never match a generated token, so they are left out.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+
+class NgramIndex:
+    def __init__(self, n: int, tokens: Iterable[int] = ()) -> None:
+        if n < 1:
+            raise ValueError("n-gram size must be at least 1")
+        self.n = n
+        self.tokens: list[int] = []
+        self._ends: dict[tuple[int, ...], int] = {}
+        self._indexed = 0  # n-grams ending at or before this index are in `_ends`
+        self.extend(tokens)
+
+    def __len__(self) -> int:
+        return len(self.tokens)
+
+    def extend(self, tokens: Iterable[int]) -> None:
+        self.tokens.extend(tokens)
+        self._index_up_to(len(self.tokens) - 1)
+
+    def seal(self) -> None:
+        """Index the tail n-gram too: the history is complete (nothing is looked up for it)."""
+        self._index_up_to(len(self.tokens))
+
+    def _index_up_to(self, end: int) -> None:
+        tokens, n, ends = self.tokens, self.n, self._ends
+        for e in range(max(self._indexed + 1, n), end + 1):
+            gram = tuple(tokens[e - n : e])
+            if min(gram) >= 0:
+                ends[gram] = e
+        self._indexed = max(self._indexed, end)
+
+    def tail(self) -> tuple[int, ...] | None:
+        """The last n tokens (None: the history is shorter than n)."""
+        return tuple(self.tokens[-self.n :]) if len(self.tokens) >= self.n else None
+
+    def follow(self, gram: tuple[int, ...], m: int) -> list[int]:
+        """Up to m tokens that followed the latest indexed occurrence of `gram` ([]: none)."""
+        end = self._ends.get(gram)
+        return self.tokens[end : end + m] if end is not None and m > 0 else []
+
+    def propose(self, m: int) -> list[int]:
+        """Up to m tokens that followed the latest earlier occurrence of the history's tail."""
+        gram = self.tail()
+        return self.follow(gram, m) if gram is not None else []

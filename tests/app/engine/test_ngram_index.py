@@ -1,0 +1,52 @@
+"""NgramIndex: a proposal is always what followed an earlier occurrence of the history's tail."""
+
+from __future__ import annotations
+
+from hypothesis import given
+from hypothesis import strategies as st
+
+from app.engine.ngram_index import NgramIndex
+
+tokens = st.lists(st.integers(min_value=0, max_value=5), max_size=60)
+
+
+def latest_earlier_end(history: list[int], n: int) -> int | None:
+    """Brute force: end index of the latest occurrence of the tail other than the tail."""
+    tail = history[-n:]
+    for end in range(len(history) - 1, n - 1, -1):
+        if history[end - n : end] == tail:
+            return end
+    return None
+
+
+@given(tokens, tokens, st.integers(min_value=1, max_value=4), st.integers(min_value=1, max_value=8))
+def test_proposal_follows_the_latest_earlier_occurrence(
+    first: list[int], more: list[int], n: int, m: int
+):
+    index = NgramIndex(n, first)
+    index.extend(more)  # built in two parts: the same as at once
+    history = first + more
+    end = latest_earlier_end(history, n) if len(history) >= n else None
+    want = history[end : end + m] if end is not None else []
+    assert index.propose(m) == want
+
+
+@given(tokens, st.integers(min_value=1, max_value=4))
+def test_a_sealed_index_finds_its_own_tail(history: list[int], n: int):
+    index = NgramIndex(n, history)
+    index.seal()
+    if len(history) >= n:
+        assert index.follow(tuple(history[-n:]), 4) == []  # nothing after the very end
+        assert index.propose(4) == []
+
+
+def test_media_placeholders_never_match():
+    index = NgramIndex(2, [-1, -1, 7, -1, -1])
+    assert index.follow((-1, -1), 3) == []
+
+
+def test_a_quote_is_proposed():
+    index = NgramIndex(3, [1, 2, 3, 4, 5, 6, 9, 9, 1, 2, 3])
+    assert index.propose(3) == [4, 5, 6]
+    index.extend([4])
+    assert index.propose(8) == [5, 6, 9, 9, 1, 2, 3, 4]
