@@ -204,6 +204,11 @@ class Settings(BaseSettings):
     """shortest draft worth verifying"""
     spec_replies: int = setting(8, "--spec-replies", group=SPECULATION, engine=True, ge=0)
     """ngram-docs: replies kept per document as a draft source (0: none)"""
+    spec_draft_cost: float = setting(
+        -1.0, "--spec-draft-cost", group=SPECULATION, engine=True, le=10.0
+    )
+    """what a draft token costs, in generated tokens' worth (< 0: measured from the engine's
+    own steps); drafts are as long as their tokens' chance of acceptance beats it"""
 
     max_queue: int = setting(64, "--max-queue", group=LIMITS, engine=True, ge=0)
     """requests waiting for a slot before 503 + Retry-After (0: no bound)"""

@@ -62,6 +62,7 @@ class EngineConfig:
     spec_draft_n_max: int = 16
     spec_draft_n_min: int = 0
     spec_replies: int = 8
+    spec_draft_cost: float = -1.0  # a draft token's cost in generated tokens' worth; < 0: measured
     park_idle_slots: bool = False  # --cache-idle-slots (the server turns it on): idle KV to host
     # Sliding-window models: keep every position's KV in the SWA layers too, so any cached prefix
     # stays reusable, at the cost of more KV memory (docs/kv-reuse.md). Without it,

@@ -6,7 +6,7 @@ from dataclasses import dataclass, field
 
 from app.engine.ngram_index import NgramIndex
 
-FIRST_DRAFT = 8  # tokens a slot's first draft may have (then adapted)
+PRIOR_ACCEPTANCE = 0.75  # a draft token's chance of acceptance before a slot has drafted
 
 
 @dataclass(slots=True)
@@ -16,7 +16,4 @@ class DraftState:
     context: NgramIndex
     replies: list[NgramIndex] = field(default_factory=list)
     n_synced: int = 0  # generated tokens already in `context`
-    n_draft: int = FIRST_DRAFT
-    acceptance: float = 1.0  # moving share of draft tokens accepted
-    pause: int = 0  # steps left without drafting
-    next_pause: int = 4
+    acceptance: float = PRIOR_ACCEPTANCE  # moving estimate of a draft token's acceptance

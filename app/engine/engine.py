@@ -32,6 +32,7 @@ from app.engine.arrivals import Arrival, Arrivals
 from app.engine.background_pacer import BackgroundPacer
 from app.engine.chunk_blend import ChunkBlend
 from app.engine.config import EngineConfig
+from app.engine.draft_cost import DraftCost
 from app.engine.engine_info import CacheStats, ModelInfo
 from app.engine.engine_loop import EngineLoop
 from app.engine.inbox import Inbox
@@ -72,6 +73,7 @@ class Engine:
             config.spec_draft_n_max,
             config.spec_draft_n_min,
             ReplyMemory(config.spec_ngram_size_n, config.spec_replies),
+            DraftCost(fixed=config.spec_draft_cost if config.spec_draft_cost >= 0 else None),
         )
         self.scheduler = Scheduler(
             self.model.n_seq_max,

@@ -10,17 +10,23 @@ Sources, in order: the request's own context (its prompt, with the documents and
 conversation, and the reply so far; llama-server's `ngram-simple`), then, with `ngram-docs`,
 the replies given earlier on the same documents (`ReplyMemory`).
 
-Draft length adapts per slot (per request on it): it doubles after a fully accepted draft and
-falls to one past the accepted run after a miss; a slot whose drafts are mostly rejected stops
-drafting for a while (a rejected token costs compute and gains nothing). The drafts of one step
-share one budget (`n_max`), so a full batch gets few extra tokens.
+Draft length is chosen per slot (per request on it) from two measured figures: the chance that
+a draft token is accepted (a moving estimate per request, `DraftState.acceptance`) and what a
+draft token costs in generated tokens' worth (`DraftCost`, from the engine's own decodes). The
+i-th token of a draft is accepted with chance p^i and costs the ratio c whether accepted or not,
+so a draft is as long as p^i > c holds, and none where p <= c: on a CPU, where a draft token
+costs about half a step, only a request that copies well drafts, and with several busy slots
+(a token is worth less of a step) even less. A request that stopped drafting drifts back
+towards the prior, so it tries again now and then. The drafts of one step share one budget
+(`n_max`).
 """
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from app.engine.draft_state import DraftState
+from app.engine.draft_cost import DraftCost
+from app.engine.draft_state import PRIOR_ACCEPTANCE, DraftState
 from app.engine.ngram_index import NgramIndex
 from app.engine.reply_memory import ReplyMemory
 
@@ -28,8 +34,8 @@ if TYPE_CHECKING:
     from app.engine.task import Task
 
 SPEC_TYPES = ("none", "ngram-simple", "ngram-docs")
-LOW_ACCEPTANCE = 0.25  # below this share of accepted draft tokens, a slot pauses drafting
-MAX_PAUSE = 64  # steps
+LEARN = 0.15  # weight of each verified draft token in a request's acceptance estimate
+RECOVER = 0.02  # a step without a draft moves the estimate this share back to the prior
 
 
 class Speculator:
@@ -40,6 +46,7 @@ class Speculator:
         n_max: int,
         n_min: int,
         replies: ReplyMemory | None,
+        cost: DraftCost | None = None,
     ) -> None:
         if spec_type not in SPEC_TYPES:
             raise ValueError(f"unknown speculative decoding type {spec_type!r}")
@@ -48,6 +55,7 @@ class Speculator:
         self.n_max = n_max  # draft tokens one step may carry, all slots together
         self.n_min = n_min  # a shorter draft is not worth verifying
         self.replies = replies if spec_type == "ngram-docs" else None
+        self.cost = cost if cost is not None else DraftCost()  # fed by the stepper
 
     @property
     def enabled(self) -> bool:
@@ -68,11 +76,9 @@ class Speculator:
         state = task.draft_state
         if state is None:
             state = task.draft_state = self._start(task)
-        if state.pause > 0:
-            state.pause -= 1
-            return []
-        n = min(room, state.n_draft)
+        n = min(room, worth_drafting(state.acceptance, self.cost.ratio))
         if n < max(self.n_min, 1):
+            state.acceptance += RECOVER * (PRIOR_ACCEPTANCE - state.acceptance)
             return []
         generated = task.generated
         state.context.extend(generated[state.n_synced :])
@@ -94,20 +100,17 @@ class Speculator:
         return DraftState(context, replies)
 
     def observe(self, task: Task, drafted: int, accepted: int) -> None:
-        """A draft was verified: adapt the slot's draft length and maybe pause it."""
+        """A draft was verified: `accepted` tokens were taken, then one (if any was left) was
+        not; each moves the request's acceptance estimate."""
         state = task.draft_state
         if state is None or drafted == 0:
             return
-        state.acceptance = 0.7 * state.acceptance + 0.3 * (accepted / drafted)
-        if accepted == drafted:
-            state.n_draft = min(2 * state.n_draft, max(self.n_max, 1))
-        else:
-            state.n_draft = max(accepted + 1, 2)
-        if state.acceptance < LOW_ACCEPTANCE:
-            state.pause, state.next_pause = state.next_pause, min(2 * state.next_pause, MAX_PAUSE)
-            state.acceptance = LOW_ACCEPTANCE  # one good draft after the pause lifts it
-        elif accepted:
-            state.next_pause = 4
+        p = state.acceptance
+        for _ in range(accepted):
+            p += LEARN * (1.0 - p)
+        if accepted < drafted:
+            p -= LEARN * p
+        state.acceptance = p
 
     def finished(self, task: Task) -> None:
         """A request ended: its reply joins the memory of its documents."""
@@ -121,3 +124,11 @@ class Speculator:
     def reset(self) -> None:
         if self.replies is not None:
             self.replies.clear()
+
+
+def worth_drafting(p: float, c: float, most: int = 64) -> int:
+    """The longest draft whose every token is worth its cost: the largest i with p^i > c."""
+    n, chance = 0, p
+    while n < most and chance > c:
+        n, chance = n + 1, chance * p
+    return n

@@ -89,8 +89,13 @@ class Stepper:
             return True  # room was made or a task was dropped: plan again next step
         if status != 0:
             raise RuntimeError(f"llama_decode returned {status}")
+        seconds = time.perf_counter() - t0
         if all(p.task is None or p.task.request.background for p in planned):
-            self.pacer.observe(self._batch.n_tokens, time.perf_counter() - t0)
+            self.pacer.observe(self._batch.n_tokens, seconds)
+        elif self.speculator is not None and all(p.n_prompt == 0 and p.task for p in planned):
+            # Generating slots only: what their tokens and the drafts cost (DraftCost).
+            drafts = sum(len(p.draft) for p in planned)
+            self.speculator.cost.observe(len(planned), drafts, seconds)
         self.scheduler.commit(planned)
         self._sample(planned)
         return True

@@ -87,7 +87,9 @@ def quoting(engine: Engine, document: str = DOCUMENT) -> TokenSequence:
 
 
 def engine_of(path: str, spec_type: str, **config: object) -> Engine:
-    settings_ = {"n_ctx": 2048, "n_parallel": 2, "warmup": False, **config}
+    # A fixed draft cost: what drafts happen depends on the model alone, not on how busy the
+    # machine is while the engine measures its steps.
+    settings_ = {"n_ctx": 2048, "n_parallel": 2, "warmup": False, "spec_draft_cost": 0.1, **config}
     engine = Engine(EngineConfig(model_path=path, spec_type=spec_type, **settings_))  # type: ignore[arg-type]
     engine.start()
     return engine

@@ -1,11 +1,11 @@
-"""Speculator with small fake tasks: draft sources, the step budget, adaptive length, pauses."""
+"""Speculator with small fake tasks: draft sources, the step budget, the length that pays."""
 
 from __future__ import annotations
 
-from app.engine.draft_state import FIRST_DRAFT
+from app.engine.draft_cost import DraftCost
 from app.engine.reply_memory import ReplyMemory
 from app.engine.request import GenerationRequest
-from app.engine.speculator import Speculator
+from app.engine.speculator import Speculator, worth_drafting
 from app.engine.task import Task
 from mm.token_sequence import TokenSequence
 
@@ -20,33 +20,56 @@ def task_of(
     return task
 
 
-def speculator(spec_type: str = "ngram-simple", n_max: int = 16) -> Speculator:
-    return Speculator(spec_type, 3, n_max, 0, ReplyMemory(3))
+def cheap() -> DraftCost:
+    """A draft token that costs a tenth of a generated token (a GPU's kind of figure)."""
+    return DraftCost(tau=0.01, m=0.001)
+
+
+def speculator(spec_type: str = "ngram-simple", n_max: int = 16, cost: DraftCost | None = None):
+    return Speculator(spec_type, 3, n_max, 0, ReplyMemory(3), cost or cheap())
+
+
+def test_a_draft_is_as_long_as_each_token_pays():
+    assert worth_drafting(0.9, 0.5) == 6  # 0.9^6 = 0.53 > 0.5 >= 0.9^7
+    assert worth_drafting(0.5, 0.5) == 0
+    assert worth_drafting(0.99, 0.1, most=16) == 16
 
 
 def test_drafts_a_quote_of_the_prompt():
     task = task_of([1, 2, *QUOTE], QUOTE[:3])
     (draft,) = speculator().drafts([(task, 99)])
-    assert draft == QUOTE[3 : 3 + FIRST_DRAFT]
+    assert draft == QUOTE[3 : 3 + len(draft)] and len(draft) >= 8
 
 
 def test_the_step_budget_is_shared_and_room_is_kept():
     a, b = task_of(QUOTE, QUOTE[:3]), task_of(QUOTE, QUOTE[:3])
-    drafts = speculator(n_max=10).drafts([(a, 99), (b, 99)])
-    assert [len(d) for d in drafts] == [FIRST_DRAFT, 2]
+    first, second = speculator(n_max=12).drafts([(a, 99), (b, 99)])
+    assert len(first) + len(second) == 12
     (short,) = speculator().drafts([(task_of(QUOTE, QUOTE[:3]), 3)])
     assert len(short) == 3
 
 
-def test_length_adapts_and_a_slot_that_misses_pauses():
-    spec, task = speculator(n_max=64), task_of(QUOTE, QUOTE[:3])
-    spec.drafts([(task, 99)])
-    spec.observe(task, FIRST_DRAFT, FIRST_DRAFT)
-    assert len(spec.drafts([(task, 99)])[0]) == 2 * FIRST_DRAFT
-    for _ in range(4):
-        spec.observe(task, 8, 0)
-    assert task.draft_state is not None and task.draft_state.pause > 0
+def test_rejections_shorten_drafts_until_none_pay_and_costly_drafts_are_fewer():
+    spec, task = speculator(), task_of(QUOTE, QUOTE[:3])
+    before = len(spec.drafts([(task, 99)])[0])
+    for _ in range(6):
+        spec.observe(task, 4, 0)
+    assert task.draft_state is not None
+    assert len(spec.drafts([(task, 99)])[0]) < before
+    for _ in range(20):
+        spec.observe(task, 4, 0)
     assert spec.drafts([(task, 99)]) == [[]]
+    costly = speculator(cost=DraftCost(tau=0.01, m=0.009))  # a draft token ~ a step
+    assert len(costly.drafts([(task_of(QUOTE, QUOTE[:3]), 99)])[0]) < before
+
+
+def test_the_cost_is_measured_from_steps():
+    cost = DraftCost()
+    assert cost.ratio == 0.5  # the prior
+    for _ in range(50):
+        cost.observe(2, 0, 0.020)  # 10 ms per generating slot
+        cost.observe(2, 4, 0.028)  # 2 ms per draft token
+    assert abs(cost.ratio - 0.2) < 0.01
 
 
 def test_ngram_docs_drafts_from_an_earlier_reply_on_the_documents():
@@ -54,7 +77,8 @@ def test_ngram_docs_drafts_from_an_earlier_reply_on_the_documents():
     docs = frozenset({"d1"})
     spec.finished(task_of([1, 2, 3], QUOTE, docs))
     later = task_of([7, 8, 9], QUOTE[:3], docs)
-    assert spec.drafts([(later, 99)])[0] == QUOTE[3 : 3 + FIRST_DRAFT]
+    draft = spec.drafts([(later, 99)])[0]
+    assert draft and draft == QUOTE[3 : 3 + len(draft)]
     plain = speculator("ngram-simple")
     plain.finished(task_of([1, 2, 3], QUOTE, docs))
     assert plain.drafts([(task_of([7, 8, 9], QUOTE[:3], docs), 99)]) == [[]]

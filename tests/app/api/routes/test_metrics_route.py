@@ -18,7 +18,9 @@ Samples = dict[tuple[str, frozenset[tuple[str, str]]], float]
 
 @pytest.fixture(scope="module")
 def server() -> Iterator[ServerProcess]:
-    with ServerProcess("-np", "2", "-c", "2048", "--spec-type", "ngram-docs") as srv:
+    with ServerProcess(
+        "-np", "2", "-c", "2048", "--spec-type", "ngram-docs", "--spec-draft-cost", "0.1"
+    ) as srv:
         yield srv
 
 
