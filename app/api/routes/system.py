@@ -129,6 +129,6 @@ async def props(services: ServicesDep):
     }
 
 
-@router.post("/props")
+@router.post("/props", include_in_schema=False)  # only ever a 501: nothing to document
 async def change_props():
     return _turned_off("changing global properties", "--props")

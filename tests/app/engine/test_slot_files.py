@@ -50,6 +50,10 @@ class FakeReuse:
     def save(self, slot: Slot, keep: int) -> None:
         self.saved.append(slot.cache.copy())
 
+    def unpark(self, slot: Slot) -> None:
+        """No host memory here: a parked slot's KV cannot come back (the real path's test is
+        tests/app/api/routes/test_slot_actions.py)."""
+
 
 class FakeScheduler:
     def __init__(self) -> None:
