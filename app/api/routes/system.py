@@ -119,7 +119,7 @@ async def props(services: ServicesDep):
         "model_path": settings.model_path(),
         "modalities": {"vision": services.engine.vision is not None, "audio": False},
         "endpoint_slots": settings.slots,
-        "endpoint_props": False,  # POST /props: no settings change at run time
+        "endpoint_props": False,  # no POST /props: settings do not change at run time
         "endpoint_metrics": settings.metrics,
         "chat_template": vocab.chat_template() or "",
         "bos_token": vocab.token_text(vocab.bos) if vocab.bos >= 0 else "",
@@ -127,8 +127,3 @@ async def props(services: ServicesDep):
         "build_info": SYSTEM_FINGERPRINT,
         "is_sleeping": False,
     }
-
-
-@router.post("/props", include_in_schema=False)  # only ever a 501: nothing to document
-async def change_props():
-    return _turned_off("changing global properties", "--props")
