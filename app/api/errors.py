@@ -9,7 +9,7 @@ from typing import Any
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, Response
-from pydantic import BaseModel
+from pydantic import BaseModel, ValidationError
 from sqlalchemy.exc import InterfaceError, OperationalError
 from sqlalchemy.exc import TimeoutError as PoolTimeout
 from starlette.exceptions import HTTPException as StarletteHTTPException
@@ -80,6 +80,15 @@ def openapi_links(param: str, operations: dict[str, str]) -> dict[str, Any]:
         name: {"operationId": op, "parameters": {param: "$response.body#/id"}}
         for name, op in operations.items()
     }
+
+
+def conversion_error(e: ValidationError) -> RequestError:
+    """A request of another API whose conversion into a chat request failed: its first error,
+    named by where it is."""
+    first = e.errors()[0]
+    where = ".".join(str(p) for p in first["loc"])
+    message = str(first["msg"]).removeprefix("Value error, ")
+    return RequestError(f"{where}: {message}", param=where)
 
 
 def error_body(

@@ -134,6 +134,14 @@ class _Ending:
         )
 
 
+async def _settle(ending: _Ending, watcher: asyncio.Task) -> None:
+    """An unstreamed response is over, however it ended: its hooks ran, nobody watches."""
+    ending()
+    watcher.cancel()
+    with contextlib.suppress(asyncio.CancelledError):
+        await watcher
+
+
 class _GuardedStream(StreamingResponse):
     """A stream whose clean-up runs when the response ends however it ends: a task cancelled
     while awaiting a slow client's socket leaves the generator suspended, never closed."""
@@ -192,10 +200,7 @@ async def respond(
                 await ending.finish()
                 return error_response(event.message, event.status, code=event.code)
     finally:
-        ending()
-        watcher.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await watcher
+        await _settle(ending, watcher)
     return error_response("generation ended without a result", 500)
 
 
@@ -270,10 +275,7 @@ async def _written(
                 await ending.finish()
                 return writer.error(event)
     finally:
-        ending()
-        watcher.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await watcher
+        await _settle(ending, watcher)
     return error_response("generation ended without a result", 500)
 
 

@@ -244,18 +244,22 @@ class ChatTurns:
             content = await asyncio.to_thread(store_images, parts, media, self.settings)
         return content, found
 
-    async def _store_question(
-        self, session_id: str, content: Content, replace_from: int | None
-    ) -> MessageRecord:
-        """Store the user message, holding the session's turn (409 while another runs)."""
+    def hold(self, session_id: str, param: str, what: str) -> None:
+        """Take the session's turn; 409 while another turn of it runs (`what` says which)."""
         if session_id in self.busy:
             raise RequestError(
-                "this session is already generating a reply; wait for it or cancel it first",
-                param="session_id",
+                f"{what}; wait for it or cancel it first",
+                param=param,
                 code="session_busy",
                 status=409,
             )
         self.busy.add(session_id)
+
+    async def _store_question(
+        self, session_id: str, content: Content, replace_from: int | None
+    ) -> MessageRecord:
+        """Store the user message, holding the session's turn (409 while another runs)."""
+        self.hold(session_id, "session_id", "this session is already generating a reply")
         try:
             return await asyncio.to_thread(
                 self.store.add_message, session_id, "user", content, replace_from=replace_from
@@ -271,21 +275,8 @@ class ChatTurns:
         store, prompter = self.store, self.prompter
 
         def store_reply(result: TurnResult) -> None:
-            done, failed = result.finished, result.failed
-            exact = result.status != "error" and prompter.matches(result.tokens, result.text)
-            store.add_message(
-                session_id,
-                "assistant",
-                result.text,
-                status=result.status,
-                token_ids=result.tokens if exact else None,
-                prompt_tokens=prompt_tokens,
-                cached_tokens=done.cached_tokens if done else None,
-                completion_tokens=done.completion_tokens if done else len(result.tokens),
-                timings=done.timings.as_dict() if done else None,
-                finish_reason=done.finish_reason if done else None,
-                error=failed.message if failed else None,
-            )
+            fields = reply_fields(result, prompter, prompt_tokens)
+            store.add_message(session_id, "assistant", result.text, **fields)
 
         return store_reply
 
@@ -294,3 +285,20 @@ class ChatTurns:
             self.busy.discard(session_id)
 
         return release
+
+
+def reply_fields(result: TurnResult, prompter: Prompter, prompt_tokens: int) -> dict[str, Any]:
+    """What a stored reply records besides its text: how it ended, its counts and timings, and
+    its token ids where they are exactly what its text tokenizes to (the next turn reuses them)."""
+    done, failed = result.finished, result.failed
+    exact = result.status != "error" and prompter.matches(result.tokens, result.text)
+    return {
+        "status": result.status,
+        "token_ids": result.tokens if exact else None,
+        "prompt_tokens": prompt_tokens,
+        "cached_tokens": done.cached_tokens if done else None,
+        "completion_tokens": done.completion_tokens if done else len(result.tokens),
+        "timings": done.timings.as_dict() if done else None,
+        "finish_reason": done.finish_reason if done else None,
+        "error": failed.message if failed else None,
+    }

@@ -14,7 +14,7 @@ import asyncio
 from dataclasses import dataclass
 from typing import Any, cast
 
-from app.chat.chat_turn import Build, ChatTurns, EndHook, Turn
+from app.chat.chat_turn import Build, ChatTurns, EndHook, Turn, reply_fields
 from app.chat.messages import ChatMessage
 from app.chat.session_history import history_prompt, store_images, turn_history, visible_uploads
 from app.chat.session_lookup import session_not_found
@@ -93,14 +93,8 @@ class StoredTurns:
     async def _store_inputs(self, session_id: str, new: list[ChatMessage]) -> list[MessageRecord]:
         """Store the new messages, holding the session's turn (409 while another runs)."""
         chats = self.chats
-        if session_id in chats.busy:
-            raise RequestError(
-                "this conversation is already generating a response; wait for it to end",
-                param="previous_response_id",
-                code="session_busy",
-                status=409,
-            )
-        chats.busy.add(session_id)
+        what = "this conversation is already generating a response"
+        chats.hold(session_id, "previous_response_id", what)
         stored: list[MessageRecord] = []
         try:
             for m in new:
@@ -127,21 +121,12 @@ class StoredTurns:
         store, prompter = self.chats.store, self.chats.prompter
 
         def store_reply(result: TurnResult) -> None:
-            done, failed = result.finished, result.failed
-            exact = result.status != "error" and prompter.matches(result.tokens, result.text)
             content, calls = parser.parse(result.text)
             store.add_message(
                 session_id,
                 "assistant",
                 content,
-                status=result.status,
-                token_ids=result.tokens if exact else None,
-                prompt_tokens=prompt_tokens,
-                cached_tokens=done.cached_tokens if done else None,
-                completion_tokens=done.completion_tokens if done else len(result.tokens),
-                timings=done.timings.as_dict() if done else None,
-                finish_reason=done.finish_reason if done else None,
-                error=failed.message if failed else None,
+                **reply_fields(result, prompter, prompt_tokens),
                 tool_calls=[{"id": c.id, "name": c.name, "arguments": c.arguments} for c in calls]
                 or None,
             )

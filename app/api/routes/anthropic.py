@@ -14,7 +14,7 @@ from app.api.anthropic_errors import AnthropicErrorResponse
 from app.api.anthropic_reply import AnthropicWriter
 from app.api.anthropic_schemas import MessagesRequest
 from app.api.auth import cache_salt
-from app.api.errors import ERROR_RESPONSES, STREAMING
+from app.api.errors import ERROR_RESPONSES, STREAMING, conversion_error
 from app.api.lookups import TenantDep
 from app.api.responder import Reply, respond
 from app.api.responses import ChatShape
@@ -22,7 +22,6 @@ from app.api.schemas import ChatCompletionRequest
 from app.api.services import ServicesDep
 from app.api.structured_output import refuse_unsupported
 from app.api.turn_reply import request_builder
-from app.engine.request import RequestError
 
 router = APIRouter(prefix="/v1")
 
@@ -36,10 +35,7 @@ def _chat(body: MessagesRequest) -> ChatCompletionRequest:
     try:
         return body.chat_request()
     except ValidationError as e:
-        first = e.errors()[0]
-        where = ".".join(str(p) for p in first["loc"])
-        message = str(first["msg"]).removeprefix("Value error, ")
-        raise RequestError(f"{where}: {message}", param=where) from None
+        raise conversion_error(e) from None
 
 
 @router.post("/messages", responses={**ANTHROPIC_ERRORS, **STREAMING})

@@ -19,7 +19,7 @@ from fastapi import APIRouter, Depends, Request
 from pydantic import ValidationError
 
 from app.api.auth import cache_salt
-from app.api.errors import STREAMING, openapi_links
+from app.api.errors import STREAMING, conversion_error, openapi_links
 from app.api.lookups import TenantDep
 from app.api.responder import Reply, respond
 from app.api.responses import ChatShape
@@ -83,10 +83,7 @@ def _chat(body: ResponsesRequest) -> ChatCompletionRequest:
     try:
         return body.chat_request()
     except ValidationError as e:
-        first = e.errors()[0]
-        where = ".".join(str(p) for p in first["loc"])
-        message = str(first["msg"]).removeprefix("Value error, ")
-        raise RequestError(f"{where}: {message}", param=where) from None
+        raise conversion_error(e) from None
 
 
 async def _conversation(
