@@ -64,6 +64,18 @@ def messages(question: str, hits: list[dict]) -> list[dict]:
     return [{"role": "system", "content": SYSTEM}, {"role": "user", "content": user}]
 
 
+def upload(base: str, col: str, docs: list[tuple[str, str, str]]) -> list[str]:
+    """Upload the corpus's (filename, topic, text) documents; their ids."""
+    return [
+        httpx.post(
+            f"{base}/v1/collections/{col}/documents",
+            json={"filename": name, "text": text},
+            timeout=120,
+        ).json()["id"]
+        for name, _, text in docs
+    ]
+
+
 def wait_ready(base: str, ids: list[str]) -> int:
     """Total chunks once every document is ready."""
     total = 0
@@ -140,14 +152,7 @@ def run_ours(peer: peers.Peer, plan: Plan, seed: int = 1) -> tuple[dict, list[tu
         wait_ready(base, [first["id"]])
         out["embedder_load_s"] = time.perf_counter() - t0
         t0 = time.perf_counter()
-        ids = [
-            httpx.post(
-                f"{base}/v1/collections/{col}/documents",
-                json={"filename": name, "text": text},
-                timeout=60,
-            ).json()["id"]
-            for name, _, text in docs
-        ]
+        ids = upload(base, col, docs)
         chunks = wait_ready(base, ids)
         out["ingest_s"] = time.perf_counter() - t0
         wait_prefilled(base, ids)

@@ -99,15 +99,7 @@ def ask_ours(base: str, quick: bool, hits_of: dict[str, list]) -> list[float]:
     retrieved chunks are kept for llama-server (`hits_of`)."""
     docs, asked = ask_workload(quick)
     col = httpx.post(f"{base}/v1/collections", json={"name": "spec"}, timeout=60).json()["id"]
-    ids = [
-        httpx.post(
-            f"{base}/v1/collections/{col}/documents",
-            json={"filename": name, "text": text},
-            timeout=120,
-        ).json()["id"]
-        for name, _, text in docs
-    ]
-    doc_qa.wait_ready(base, ids)
+    doc_qa.wait_ready(base, doc_qa.upload(base, col, docs))
     speeds = []
     for q in asked:
         if q not in hits_of:

@@ -330,7 +330,7 @@ def test_a_server_with_api_keys_asks_for_one_and_it_is_sent(page: Page, static_u
     expect(page.locator("article.message.assistant")).to_have_count(1)
 
 
-def test_a_tool_call_and_its_result_read_plainly(page: Page, static_url: str):
+def test_a_tool_call_and_its_result_read_plainly(page: Page, static_url: str, shot):
     """Issue 29: a session holding a tool loop (the Responses API stores them) shows the call's
     tool and arguments, and the result with the call it answers."""
     api = FakeApi()
@@ -350,3 +350,4 @@ def test_a_tool_call_and_its_result_read_plainly(page: Page, static_url: str):
     result = page.get_by_role("article", name="Tool result")
     expect(result).to_contain_text("sunny")
     expect(result.locator(".toolfor")).to_have_text("Result of call_1")
+    shot("fake-tool-call")

@@ -5,8 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Callable
-from typing import Any, TypeVar
+from typing import Any
 
 from fastapi import APIRouter, Header, Request
 
@@ -22,22 +21,12 @@ from app.api.turn_reply import reply_turn, request_builder
 from app.chat.session_lookup import check_session
 from app.engine.request import RequestError
 
+# Each route also without /v1, as llama-server serves them (left out of the schema).
 router = APIRouter()
-F = TypeVar("F", bound=Callable[..., Any])
 
 
-def both(method: str, path: str, **kw: Any) -> Callable[[F], F]:
-    """Serve a route at /v1{path} and, as llama-server does, at {path} (not in the schema)."""
-
-    def register(fn: F) -> F:
-        router.add_api_route("/v1" + path, fn, methods=[method], **kw)
-        router.add_api_route(path, fn, methods=[method], include_in_schema=False, **kw)
-        return fn
-
-    return register
-
-
-@both("POST", "/chat/completions", responses=STREAMING)
+@router.post("/v1/chat/completions", responses=STREAMING)
+@router.post("/chat/completions", responses=STREAMING, include_in_schema=False)
 async def chat_completions(
     body: ChatCompletionRequest,
     http: Request,
@@ -59,7 +48,8 @@ async def chat_completions(
     return await reply_turn(services, turn, body, http)
 
 
-@both("POST", "/chat/completions/input_tokens")
+@router.post("/v1/chat/completions/input_tokens")
+@router.post("/chat/completions/input_tokens", include_in_schema=False)
 async def input_tokens(
     body: ChatCompletionRequest, http: Request, services: ServicesDep, tenant: TenantDep
 ):
@@ -70,7 +60,8 @@ async def input_tokens(
     return {"object": "response.input_tokens", "input_tokens": n}
 
 
-@both("POST", "/completions", responses=STREAMING)
+@router.post("/v1/completions", responses=STREAMING)
+@router.post("/completions", responses=STREAMING, include_in_schema=False)
 async def completions(body: CompletionRequest, http: Request, services: ServicesDep):
     refuse_unsupported(body)
     try:
@@ -106,7 +97,8 @@ def _model(services: Services) -> dict[str, Any]:
     }
 
 
-@both("GET", "/models")
+@router.get("/v1/models")
+@router.get("/models", include_in_schema=False)
 async def models(services: ServicesDep):
     # llama-server's `models` list (Ollama's shape) beside OpenAI's `data`.
     name = services.model_name
@@ -114,7 +106,8 @@ async def models(services: ServicesDep):
     return {"object": "list", "models": [listed], "data": [_model(services)]}
 
 
-@both("GET", "/models/{model_id:path}")
+@router.get("/v1/models/{model_id:path}")
+@router.get("/models/{model_id:path}", include_in_schema=False)
 async def model(model_id: str, services: ServicesDep):
     """OpenAI's models.retrieve: this server serves one model, under its name."""
     if model_id != services.model_name:
