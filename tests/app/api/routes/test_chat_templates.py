@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -34,24 +35,32 @@ FIRST = [
 ]
 GENERIC_TOOLS = "You may call one or more functions"  # app/chat/tools.py's system text
 
-# Each mode: its flags, what /props reports as the template, a piece of its rendering.
-MODES: dict[str, tuple[list[str], str, str]] = {
-    "chatml": (
-        ["--chat-template", "chatml"],
-        "{%- for message in messages -%}",
-        "<|im_start|>user\n",
+
+@dataclass(slots=True)
+class Mode:
+    flags: list[str]
+    source: str  # in what /props reports as the template
+    user: str  # what the template writes before a user message
+    knows_tools: bool = False
+
+
+MODES = {
+    "chatml": Mode(
+        ["--chat-template", "chatml"], "{%- for message in messages -%}", "<|im_start|>user\n"
     ),
-    "phi3": (["--chat-template", "phi3"], "phi3", "<|user|>\n"),
-    "file": (["--chat-template-file", str(HERMES)], HERMES.read_text(), "<|im_start|>user\n"),
-    "no-jinja": (["--no-jinja"], "<|im_start|>", "<|im_start|>user\n"),
+    "phi3": Mode(["--chat-template", "phi3"], "phi3", "<|user|>\n"),
+    "file": Mode(
+        ["--chat-template-file", str(HERMES)], HERMES.read_text(), "<|im_start|>user\n", True
+    ),
+    "no-jinja": Mode(["--no-jinja"], "<|im_start|>", "<|im_start|>user\n"),
 }
 
 
 @pytest.fixture(scope="module", params=list(MODES))
-def mode(request: pytest.FixtureRequest) -> Iterator[tuple[ServerProcess, str, str]]:
-    flags, source, piece = MODES[request.param]
-    with ServerProcess("-np", "1", "-c", "2048", "-n", "32", *flags) as srv:
-        yield srv, source, piece
+def mode(request: pytest.FixtureRequest) -> Iterator[tuple[ServerProcess, Mode]]:
+    chosen = MODES[request.param]
+    with ServerProcess("-np", "1", "-c", "2048", "-n", "32", *chosen.flags) as srv:
+        yield srv, chosen
 
 
 def _client(server: ServerProcess) -> openai.OpenAI:
@@ -63,14 +72,14 @@ def _apply(server: ServerProcess, messages: list[dict], **extra: Any) -> str:
     return httpx.post(server.base_url + "/apply-template", json=body).json()["prompt"]
 
 
-def test_props_and_apply_template_show_the_chosen_template(mode: tuple[ServerProcess, str, str]):
-    server, source, piece = mode
+def test_props_and_apply_template_show_the_chosen_template(mode: tuple[ServerProcess, Mode]):
+    server, chosen = mode
     props = httpx.get(server.base_url + "/props").json()
-    assert source in props["chat_template"]
-    assert piece + "What is the capital of France?" in _apply(server, FIRST)
+    assert chosen.source in props["chat_template"]
+    assert chosen.user + "What is the capital of France?" in _apply(server, FIRST)
 
 
-def test_a_second_turn_is_served_from_the_cache(mode: tuple[ServerProcess, str, str]):
+def test_a_second_turn_is_served_from_the_cache(mode: tuple[ServerProcess, Mode]):
     client = _client(mode[0])
     turn1 = client.chat.completions.create(model="m", messages=FIRST, max_tokens=16, temperature=0)
     kept = turn1.usage.prompt_tokens + turn1.usage.completion_tokens
@@ -83,11 +92,11 @@ def test_a_second_turn_is_served_from_the_cache(mode: tuple[ServerProcess, str, 
 
 
 def test_tools_render_in_the_templates_own_format_or_the_generic_one(
-    mode: tuple[ServerProcess, str, str],
+    mode: tuple[ServerProcess, Mode],
 ):
-    server = mode[0]
+    server, chosen = mode
     prompt = _apply(server, FIRST, tools=[WEATHER])
-    if server.args[-1] == str(HERMES):  # the template knows tools: its own words, OpenAI's JSON
+    if chosen.knows_tools:  # its own words around the tools in OpenAI's JSON
         assert "<tools>\n" + json.dumps(WEATHER) + "\n</tools>" in prompt
         assert GENERIC_TOOLS not in prompt
     else:
