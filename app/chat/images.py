@@ -58,10 +58,12 @@ def image_prompt(
     settings: Any,
     media: MediaStore | None,
     tenant_id: str | None = None,
+    tools: list[dict[str, Any]] | None = None,
 ) -> tuple[TokenSequence, dict[str, ImageChunk]]:
-    """The prompt of a chat with images: media chunks where the images are."""
+    """The prompt of a chat with images: media chunks where the images are; `tools` for a
+    template that renders them."""
     images = load_images(messages, settings, media, tenant_id)
-    text = prompter.render([m.for_template(vision.marker) for m in messages])
+    text = prompter.render([m.for_template(vision.marker) for m in messages], tools=tools)
     if text.count(vision.marker) != len(images):
         raise RequestError(
             f"message text must not contain the media marker {vision.marker}", param="messages"

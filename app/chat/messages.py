@@ -8,6 +8,8 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from app.engine.chat_template import JsonText
+
 
 class ImageURL(BaseModel):
     url: str
@@ -50,6 +52,18 @@ class MessageToolCall(BaseModel):
     type: Literal["function"] = "function"
     function: FunctionCall
 
+    def for_template(self) -> dict[str, Any]:
+        """OpenAI's shape, the arguments an object that keeps the text it came as (JsonText),
+        or the text itself where it is not a JSON object."""
+        text = self.function.arguments_text()
+        try:
+            value = json.loads(text)
+        except ValueError:
+            value = None
+        arguments = JsonText(text, value) if isinstance(value, dict) else text
+        function = {"name": self.function.name, "arguments": arguments}
+        return {"id": self.id, "type": self.type, "function": function}
+
 
 ContentPart = Annotated[TextPart | ImagePart | ImageFilePart, Field(discriminator="type")]
 
@@ -70,13 +84,23 @@ class ChatMessage(BaseModel):
             return self.content
         return "".join(p.text for p in self.content if isinstance(p, TextPart))
 
-    def for_template(self, marker: str | None = None) -> dict[str, str]:
+    def for_template(self, marker: str | None = None) -> dict[str, Any]:
         """The shape chat templates expect: role and plain-text content, with `marker` where
-        each image goes (images are dropped without one)."""
+        each image goes (images are dropped without one); tool calls and the call a tool
+        message answers where there are (only a template that knows tools sees those)."""
+        out: dict[str, Any] = {"role": self.role, "content": self._template_text(marker)}
+        if self.tool_calls:
+            out["tool_calls"] = [c.for_template() for c in self.tool_calls]
+        if self.tool_call_id is not None:
+            out["tool_call_id"] = self.tool_call_id
+        if self.role == "tool" and self.name is not None:
+            out["name"] = self.name
+        return out
+
+    def _template_text(self, marker: str | None) -> str:
         if marker is None or not isinstance(self.content, list):
-            return {"role": self.role, "content": self.text()}
-        text = "".join(p.text if isinstance(p, TextPart) else marker for p in self.content)
-        return {"role": self.role, "content": text}
+            return self.text()
+        return "".join(p.text if isinstance(p, TextPart) else marker for p in self.content)
 
     def images(self) -> list[ImagePart | ImageFilePart]:
         if not isinstance(self.content, list):

@@ -1,20 +1,24 @@
-"""`Prompter`: chat messages -> rendered text -> TokenSequence, with the model's own template."""
+"""`Prompter`: chat messages -> rendered text -> TokenSequence, with the chat template chosen at
+start (app/engine/template_choice.py; by default the model's own)."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from app.engine.chat_template import ChatTemplate
+from app.engine.template_choice import TemplateChoice, build_template
 from app.engine.tokenizer import Tokenizer
 from mm.token_sequence import TokenSequence
 
 
 class Prompter:
-    def __init__(self, model: Tokenizer) -> None:
+    def __init__(self, model: Tokenizer, choice: TemplateChoice | None = None) -> None:
         self._model = model
         self._bos = model.token_text(model.bos) if model.bos >= 0 else ""
         eos = model.token_text(model.eos) if model.eos >= 0 else ""
-        self.template = ChatTemplate(model.chat_template(), self._bos, eos)
+        self.template = build_template(
+            choice or TemplateChoice(), model.chat_template(), self._bos, eos
+        )
+        self.knows_tools = self.template.knows_tools  # it renders tools and calls (OpenAI shapes)
         self.continuation = self._turn_continuation()
 
     def _turn_continuation(self) -> list[int] | None:
@@ -48,8 +52,14 @@ class Prompter:
         tokens = list(upto[len(before) :])
         return tokens if self._model.is_eog(tokens[0]) else None
 
-    def render(self, messages: list[dict[str, Any]], add_generation_prompt: bool = True) -> str:
-        return self.template.render(messages, add_generation_prompt)
+    def render(
+        self,
+        messages: list[dict[str, Any]],
+        add_generation_prompt: bool = True,
+        tools: list[dict[str, Any]] | None = None,
+    ) -> str:
+        """`tools` (OpenAI's shape) only for a template that `knows_tools`."""
+        return self.template.render(messages, add_generation_prompt, tools)
 
     def needs_bos(self, text: str) -> bool:
         # The template may already start with BOS; adding another would change every prompt's

@@ -1,11 +1,26 @@
-"""A conversation with tools as plain messages a chat template can render (app/chat/tools.py's
-generic format): the tools join the system message, an assistant's calls become its text, and
-the tool results that follow a call become one user message of `<tool_response>` blocks."""
+"""A conversation with tools as messages the chat template renders: as they are, with the tools
+in OpenAI's shape, for a template that knows tools (its own format); else as plain messages in
+app/chat/tools.py's generic format: the tools join the system message, an assistant's calls
+become its text, and the tool results that follow a call become one user message of
+`<tool_response>` blocks."""
 
 from __future__ import annotations
 
+from typing import Any
+
 from app.chat.messages import ChatMessage
-from app.chat.tools import ToolSpec, calls_text, tool_results_text, with_tools_system
+from app.chat.tools import ToolSpec, calls_text, tool_json, tool_results_text, with_tools_system
+
+TemplateTools = list[dict[str, Any]] | None  # what the template's `tools` is given
+
+
+def prompt_messages(
+    messages: list[ChatMessage], tools: list[ToolSpec], knows_tools: bool
+) -> tuple[list[ChatMessage], TemplateTools]:
+    """The messages to render and the template's tools (None: it is not given them)."""
+    if knows_tools:
+        return messages, [tool_json(t) for t in tools] or None
+    return plain_messages(messages, tools), None
 
 
 def plain_messages(messages: list[ChatMessage], tools: list[ToolSpec]) -> list[ChatMessage]:

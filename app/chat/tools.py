@@ -60,20 +60,14 @@ def calls_text(calls: list[tuple[str, str]]) -> str:
     return SEPARATOR.join(call_text(name, args) for name, args in calls)
 
 
+def tool_json(tool: ToolSpec) -> dict[str, Any]:
+    """The tool in OpenAI's shape (what a template that knows tools is given)."""
+    function = {"name": tool.name, "description": tool.description, "parameters": tool.parameters}
+    return {"type": "function", "function": function}
+
+
 def tools_system_text(tools: list[ToolSpec]) -> str:
-    lines = [
-        json.dumps(
-            {
-                "type": "function",
-                "function": {
-                    "name": t.name,
-                    "description": t.description,
-                    "parameters": t.parameters,
-                },
-            }
-        )
-        for t in tools
-    ]
+    lines = [json.dumps(tool_json(t)) for t in tools]
     return (
         "# Tools\n\nYou may call one or more functions to assist with the user query.\n\n"
         "You are provided with function signatures within <tools></tools> XML tags:\n<tools>\n"

@@ -6,6 +6,7 @@ import pytest
 
 from app.__main__ import parse_args
 from app.config import Settings
+from app.engine.template_choice import TemplateChoice
 
 
 def test_cli_flags_override_environment(monkeypatch: pytest.MonkeyPatch):
@@ -109,3 +110,13 @@ def test_a_shared_cache_needs_a_cache_dir_and_journals_under_the_replica_name(mo
     unnamed = Settings(**parse_args(["--port", "8123"]))
     assert unnamed.replica().endswith(":8123") and not unnamed.engine_config().cache_shared
     assert unnamed.engine_config().cache_journal == unnamed.replica()
+
+
+def test_chat_template_flags_are_checked_when_the_settings_are_read(tmp_path: Path):
+    assert Settings(**parse_args([])).template_choice() == TemplateChoice(None, True)
+    chosen = Settings(**parse_args(["--chat-template", "gemma", "--no-jinja"]))
+    assert chosen.template_choice() == TemplateChoice("gemma", False)
+    with pytest.raises(ValueError, match="built-in templates"):
+        Settings(**parse_args(["--chat-template", "llama-three"]))
+    with pytest.raises(ValueError, match="cannot be read"):
+        Settings(**parse_args(["--chat-template-file", str(tmp_path / "none.jinja")]))

@@ -121,7 +121,7 @@ async def props(services: ServicesDep):
         "endpoint_slots": settings.slots,
         "endpoint_props": False,  # no POST /props: settings do not change at run time
         "endpoint_metrics": settings.metrics,
-        "chat_template": vocab.chat_template() or "",
+        "chat_template": services.prompter.template.source,
         "bos_token": vocab.token_text(vocab.bos) if vocab.bos >= 0 else "",
         "eos_token": vocab.token_text(vocab.eos) if vocab.eos >= 0 else "",
         "build_info": SYSTEM_FINGERPRINT,

@@ -8,7 +8,9 @@ from fastapi import APIRouter
 from pydantic import BaseModel, Field
 
 from app.api.services import ServicesDep
+from app.api.tool_schemas import ToolDef, tool_specs
 from app.chat.messages import ChatMessage
+from app.chat.tool_messages import prompt_messages
 from app.engine.request import RequestError
 
 router = APIRouter()
@@ -27,6 +29,7 @@ class DetokenizeRequest(BaseModel):
 
 class ApplyTemplateRequest(BaseModel):
     messages: list[ChatMessage] = Field(min_length=1)
+    tools: list[ToolDef] | None = Field(default=None, max_length=128)
 
 
 @router.post("/tokenize")
@@ -62,5 +65,8 @@ async def detokenize(body: DetokenizeRequest, services: ServicesDep):
 
 @router.post("/apply-template")
 async def apply_template(body: ApplyTemplateRequest, services: ServicesDep):
-    messages = [m.for_template() for m in body.messages]
-    return {"prompt": await asyncio.to_thread(services.prompter.render, messages)}
+    """The prompt text a chat with these messages (and tools) is given, as it is rendered."""
+    prompter = services.prompter
+    messages, tools = prompt_messages(body.messages, tool_specs(body.tools), prompter.knows_tools)
+    template = [m.for_template() for m in messages]
+    return {"prompt": await asyncio.to_thread(prompter.render, template, True, tools)}
