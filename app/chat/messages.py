@@ -62,6 +62,9 @@ class ChatMessage(BaseModel):
     name: str | None = None
     tool_calls: list[MessageToolCall] | None = None  # an assistant message's calls
     tool_call_id: str | None = None  # a tool message: the call it answers
+    # An assistant message's thought (llama-server's field): given to the template, which
+    # decides whether the history shows it.
+    reasoning_content: str | None = None
 
     def text(self) -> str:
         if self.content is None:
@@ -72,11 +75,15 @@ class ChatMessage(BaseModel):
 
     def for_template(self, marker: str | None = None) -> dict[str, str]:
         """The shape chat templates expect: role and plain-text content, with `marker` where
-        each image goes (images are dropped without one)."""
+        each image goes (images are dropped without one), and the thought if there is one."""
         if marker is None or not isinstance(self.content, list):
-            return {"role": self.role, "content": self.text()}
-        text = "".join(p.text if isinstance(p, TextPart) else marker for p in self.content)
-        return {"role": self.role, "content": text}
+            text = self.text()
+        else:
+            text = "".join(p.text if isinstance(p, TextPart) else marker for p in self.content)
+        out = {"role": self.role, "content": text}
+        if self.reasoning_content is not None:
+            out["reasoning_content"] = self.reasoning_content
+        return out
 
     def images(self) -> list[ImagePart | ImageFilePart]:
         if not isinstance(self.content, list):

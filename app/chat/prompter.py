@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 from typing import Any
 
 from app.engine.chat_template import ChatTemplate
@@ -15,7 +16,17 @@ class Prompter:
         self._bos = model.token_text(model.bos) if model.bos >= 0 else ""
         eos = model.token_text(model.eos) if model.eos >= 0 else ""
         self.template = ChatTemplate(model.chat_template(), self._bos, eos)
+        self.kwargs: dict[str, Any] = {}  # extra template variables (chat_template_kwargs)
         self.continuation = self._turn_continuation()
+
+    def rendering(self, kwargs: dict[str, Any]) -> Prompter:
+        """This prompter, rendering with the template variables `kwargs` (e.g. a request's
+        `enable_thinking`); itself when there are none."""
+        if not kwargs:
+            return self
+        view = copy.copy(self)
+        view.kwargs = {**self.kwargs, **kwargs}
+        return view
 
     def _turn_continuation(self) -> list[int] | None:
         """Tokens the template puts between an assistant reply and the next user message.
@@ -49,7 +60,7 @@ class Prompter:
         return tokens if self._model.is_eog(tokens[0]) else None
 
     def render(self, messages: list[dict[str, Any]], add_generation_prompt: bool = True) -> str:
-        return self.template.render(messages, add_generation_prompt)
+        return self.template.render(messages, add_generation_prompt, **self.kwargs)
 
     def needs_bos(self, text: str) -> bool:
         # The template may already start with BOS; adding another would change every prompt's
@@ -72,9 +83,18 @@ class Prompter:
 
     def matches(self, tokens: list[int], text: str) -> bool:
         """True if the tokens' text is exactly `text` (generated ids can stand in for it)."""
-        if self._model.closed:  # shutting down: say no rather than read freed memory
-            return False
-        return self._model.detokenize(tokens) == text
+        return self.text_of(tokens) == text
+
+    def text_of(self, tokens: list[int]) -> str | None:
+        """The tokens' text; None while shutting down (no reading freed memory)."""
+        if self._model.closed:
+            return None
+        return self._model.detokenize(tokens)
+
+    def tail_text(self, prompt: TokenSequence, n: int = 8) -> str:
+        """The text of the prompt's last `n` tokens, special ones spelled out."""
+        tail = [t for t in prompt.tokens[-n:] if t >= 0]
+        return "" if self._model.closed else self._model.detokenize(tail, special=True)
 
     def chat(self, messages: list[dict[str, Any]]) -> TokenSequence:
         return self.tokenize(self.render(messages))
