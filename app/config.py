@@ -29,7 +29,7 @@ KvType = Literal["f32", "f16", "bf16", "q8_0", "q4_0", "q4_1", "iq4_nl", "q5_0",
 
 SERVER, MODEL, SLOTS, CACHE = "Server", "Model", "Slots and batching", "KV cache"
 LIMITS, IMAGES, DOCUMENTS, STORAGE = "Requests and limits", "Images", "Documents", "Storage"
-SPECULATION = "Speculative decoding"
+SPECULATION, REASONING = "Speculative decoding", "Reasoning"
 
 
 def packaged_model_path(package: str = DEFAULT_MODEL_PACKAGE) -> str:
@@ -219,6 +219,18 @@ class Settings(BaseSettings):
     )
     """what a draft token costs, in generated tokens' worth (< 0: measured from the engine's
     own steps); drafts are as long as their tokens' chance of acceptance beats it"""
+
+    reasoning_format: Literal["none", "deepseek", "deepseek-legacy", "auto"] = setting(
+        "auto", "--reasoning-format", group=REASONING
+    )
+    """a reply's `<think>` block: deepseek and auto put it in `reasoning_content`;
+    deepseek-legacy also keeps it in the content; none leaves it in the content (a request's
+    `reasoning_format` overrides)"""
+    reasoning: Literal["on", "off", "auto"] = setting(
+        "auto", "-rea", "--reasoning", group=REASONING
+    )
+    """thinking in the chat template (its `enable_thinking`): on, off, or auto (the template's
+    own default); a request's `chat_template_kwargs` override"""
 
     max_queue: int = setting(64, "--max-queue", group=LIMITS, engine=True, ge=0)
     """requests waiting for a slot before 503 + Retry-After (0: no bound)"""

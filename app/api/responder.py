@@ -22,9 +22,11 @@ from fastapi.responses import JSONResponse, StreamingResponse
 from app.api.errors import error_body, error_response
 from app.api.event_writer import EventWriter
 from app.api.outcome import RequestOutcome
+from app.api.reply_parts import ReplyParts, with_reasoning
 from app.api.responses import Envelope, Shape, usage
 from app.api.schemas import GenerationFields
 from app.api.services import Services
+from app.chat.reasoning import Thinking
 from app.chat.turn import TurnRecorder, TurnResult
 from app.engine.events import Failed, Finished, TextDelta
 from app.engine.request import GenerationRequest
@@ -52,6 +54,8 @@ class Reply:
     reshape: Callable[[dict[str, Any]], dict[str, Any]] | None = None
     # Writes the reply instead of `shape` (tool calls, other APIs' shapes); see event_writer.py.
     writer: EventWriter | None = None
+    # A chat reply's reasoning split (app/chat/reasoning.py); None: the text as it comes.
+    thinking: Thinking | None = None
 
 
 def _sse(obj: dict[str, Any] | str) -> str:
@@ -192,6 +196,8 @@ async def respond(
                 await ending.finish()
                 whole = envelope.whole("".join(rec.parts), event, logprobs)
                 whole["timings"].update(reply.timings)
+                if reply.thinking is not None:
+                    whole = with_reasoning(whole, reply.thinking)
                 whole.update(reply.prelude)
                 if reply.reshape is not None:
                     whole = reply.reshape(whole)
@@ -222,13 +228,19 @@ async def _stream(
         if reply.prelude:
             yield _sse(envelope.chunk(None, **reply.prelude))
         offset = 0  # characters sent so far (the legacy logprobs shape wants text offsets)
+        parts = ReplyParts(reply.thinking) if reply.thinking is not None else None
         async for event in stream:
             rec.add(event)
-            if isinstance(event, TextDelta):
+            if isinstance(event, TextDelta) and parts is not None:
+                for choice in parts.feed(event.text, event.logprobs):
+                    yield _sse(envelope.chunk(choice))
+            elif isinstance(event, TextDelta):
                 lp = shape.logprobs(event.logprobs, offset) if event.logprobs is not None else None
                 yield _sse(envelope.chunk(shape.delta(event.text, lp)))
                 offset += len(event.text)
             elif isinstance(event, Finished):
+                for choice in parts.finish() if parts is not None else []:
+                    yield _sse(envelope.chunk(choice))
                 await ending.finish()
                 yield _sse(
                     envelope.chunk(

@@ -11,10 +11,14 @@ from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validat
 
 from app.api.tool_schemas import ToolChoice, ToolDef, forced_tools, tool_specs
 from app.chat.messages import ChatMessage
+from app.chat.reasoning import ReasoningAsk
 from app.chat.tools import ToolSpec
 from app.engine.request import GenerationRequest
 from app.engine.sampler import SamplingParams
 from mm.token_sequence import TokenSequence
+
+# Variables the server sets when it renders a chat template.
+RESERVED_TEMPLATE_NAMES = frozenset({"messages", "add_generation_prompt", "bos_token", "eos_token"})
 
 
 class RagOptions(BaseModel):
@@ -98,6 +102,21 @@ class GenerationFields(BaseModel):
     tools: list[Any] | None = None
     functions: list[Any] | None = None
     takes_tools: ClassVar[bool] = False
+    # llama-server's: how the reply's <think> block is returned (the server's
+    # --reasoning-format when left out), and extra variables for the chat template.
+    reasoning_format: Literal["none", "deepseek", "deepseek-legacy", "auto"] | None = None
+    chat_template_kwargs: dict[str, Any] | None = None
+
+    @field_validator("chat_template_kwargs")
+    @classmethod
+    def _no_reserved_names(cls, v: dict[str, Any]) -> dict[str, Any]:
+        taken = sorted(RESERVED_TEMPLATE_NAMES & v.keys())
+        if taken:
+            raise ValueError(f"{', '.join(taken)} cannot be set through chat_template_kwargs")
+        return v
+
+    def reasoning_ask(self) -> ReasoningAsk:
+        return ReasoningAsk(self.reasoning_format, self.chat_template_kwargs)
 
     @model_validator(mode="before")
     @classmethod

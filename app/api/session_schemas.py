@@ -29,6 +29,8 @@ SESSION_DEFAULT_FIELDS = frozenset(
         "max_tokens",
         "stop",
         "cache_salt",
+        "reasoning_format",
+        "chat_template_kwargs",
     }
 )
 

@@ -17,6 +17,7 @@ from fastapi.responses import JSONResponse
 from app.api.errors import error_body, error_response
 from app.api.event_writer import sse
 from app.api.responses import ChatShape, Envelope, usage
+from app.chat.reasoning import ReplySplit, Thinking, split_reasoning
 from app.chat.tools import CALL_OPEN, ToolCall, parse_calls
 from app.engine.events import Failed, Finished, TextDelta
 
@@ -48,12 +49,17 @@ class ToolCallWriter:
         known: set[str],
         include_usage: bool,
         timings: dict[str, Any],
+        thinking: Thinking | None = None,
     ) -> None:
         self.envelope = envelope
         self.known = known  # the tools' names: a call to any other is text
         self.include_usage = include_usage
         self.timings = timings  # added to the engine's
-        self.text_so_far = ""
+        # The reply's thought goes apart first (app/chat/reasoning.py); calls are looked for
+        # in the answer only.
+        self.thinking = thinking or Thinking("none")
+        self.split = ReplySplit(self.thinking)
+        self.text_so_far = ""  # of the answer
         self.sent = 0  # characters of it sent as content
 
     def _chunk(self, delta: dict[str, Any], reason: str | None = None, **extra: Any) -> str:
@@ -64,14 +70,22 @@ class ToolCallWriter:
         yield self._chunk({"role": "assistant", "content": ""})
 
     def text(self, event: TextDelta) -> Iterable[str]:
-        self.text_so_far += event.text
-        upto = held_back(self.text_so_far)
-        if upto > self.sent:
-            yield self._chunk({"content": self.text_so_far[self.sent : upto]})
-            self.sent = upto
+        return self._pieces(self.split.feed(event.text))
+
+    def _pieces(self, pieces: list[tuple[str, str]]) -> Iterable[str]:
+        for kind, piece in pieces:
+            if kind == "reasoning":
+                yield self._chunk({"reasoning_content": piece})
+                continue
+            self.text_so_far += piece
+            upto = held_back(self.text_so_far)
+            if upto > self.sent:
+                yield self._chunk({"content": self.text_so_far[self.sent : upto]})
+                self.sent = upto
 
     def end(self, done: Finished, text: str) -> Iterable[str]:
-        content, calls = parse_calls(text, self.known)
+        yield from self._pieces(self.split.finish())
+        content, calls = parse_calls(self.text_so_far, self.known)
         if len(content) > self.sent and content.startswith(self.text_so_far[: self.sent]):
             yield self._chunk({"content": content[self.sent :]})
         for i, c in enumerate(calls):
@@ -92,8 +106,11 @@ class ToolCallWriter:
         yield sse("[DONE]")
 
     def whole(self, done: Finished, text: str) -> dict[str, Any]:
-        content, calls = parse_calls(text, self.known)
+        reasoning, answer = split_reasoning(text, self.thinking)
+        content, calls = parse_calls(answer, self.known)
         message: dict[str, Any] = {"role": "assistant", "content": content or None}
+        if reasoning is not None:
+            message["reasoning_content"] = reasoning
         if calls:
             message["tool_calls"] = calls_json(calls)
         elif not content:

@@ -54,10 +54,12 @@ async def reply_turn(
     services: Services, turn: Turn, body: GenerationFields, http: Request
 ) -> Response:
     reply = Reply(ChatShape, turn.route, turn.on_end, turn.extra)
+    thinking = turn.thinking if turn.thinking.splits else None
+    reply.thinking = thinking
     if body.calls_allowed():
         envelope = Envelope(ChatShape, services.model_name, turn.extra)
         known = {t.name for t in body.tool_specs()}
-        reply.writer = ToolCallWriter(envelope, known, body.include_usage(), {})
+        reply.writer = ToolCallWriter(envelope, known, body.include_usage(), {}, thinking)
     if turn.citations is not None:
         reply.prelude = {"citations": turn.citations}
         reply.reshape = with_citations(turn.citations)
@@ -89,7 +91,7 @@ async def session_turn(
     build = request_builder(fields, services.settings.seed, salt, "content")
     content = body.model_dump()["content"]  # plain str or list of dicts for the database
     turn = await services.chats.from_session(
-        session, body, content, tenant_of(http), build, replace_from
+        session, body, content, tenant_of(http), build, replace_from, fields.reasoning_ask()
     )
     return await reply_turn(services, turn, fields, http)
 

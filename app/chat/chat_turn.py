@@ -22,6 +22,7 @@ from typing import Any, Protocol, cast
 from app.chat.images import image_prompt
 from app.chat.messages import ChatMessage
 from app.chat.prompter import Prompter
+from app.chat.reasoning import ReasoningAsk, Thinking, split_reasoning
 from app.chat.session_history import history, history_prompt, store_images, visible_uploads
 from app.chat.session_lookup import session_not_found
 from app.chat.tool_messages import TemplateTools, prompt_messages
@@ -53,6 +54,7 @@ class Turn:
     # A session turn refused before generation (queue full, shutting down) is undone with
     # this, as if never sent. Once submitted, the end hooks record whatever happens to it.
     undo: Callable[[], Awaitable[None]] | None = None
+    thinking: Thinking = field(default_factory=Thinking)  # how the reply's reasoning is split
 
 
 class SessionAsk(Protocol):
@@ -107,10 +109,14 @@ class ChatTurns:
         salt: str,
         build: Build,
         tools: list[ToolSpec] | None = None,
+        reasoning: ReasoningAsk | None = None,
     ) -> Turn:
         """A chat that sends its whole history; `session`: its slot-affinity key, if any;
-        `tools`: what the model may call (put into the prompt as app/chat/tool_messages.py says)."""
+        `tools`: what the model may call (put into the prompt as app/chat/tool_messages.py says);
+        `reasoning`: the request's reasoning format and template variables."""
         messages, template_tools = prompt_messages(messages, tools or [], self.prompter.knows_tools)
+        reasoning = reasoning or ReasoningAsk()
+        prompter = self._prompter(reasoning)
         citations, documents = None, frozenset[str]()
         if rag is not None:
             if any(m.has_images() for m in messages):
@@ -124,16 +130,26 @@ class ChatTurns:
             messages = [*messages[:-1], last]
         on_end: list[EndHook] = []
         if any(m.has_images() for m in messages):
-            request = await self._image_request(messages, tenant, build, template_tools)
+            request = await self._image_request(messages, tenant, build, template_tools, prompter)
         else:
-            request, remember = await self._text_request(messages, salt, build, template_tools)
+            request, remember = await self._text_request(
+                messages, salt, build, template_tools, prompter
+            )
             on_end.append(remember)
         request.continuation = self.prompter.continuation
         request.session = session
         request.documents = documents
         if rag is not None and citations and self.sources is not None:
             await self.sources.blend(tenant, rag, citations, request)
-        return Turn(request, "chat", on_end, citations=citations)
+        thinking = self._thinking(reasoning, request.prompt)
+        return Turn(request, "chat", on_end, citations=citations, thinking=thinking)
+
+    def _prompter(self, reasoning: ReasoningAsk) -> Prompter:
+        return self.prompter.rendering(reasoning.kwargs(self.settings.reasoning))
+
+    def _thinking(self, reasoning: ReasoningAsk, prompt: TokenSequence) -> Thinking:
+        tail = self.prompter.tail_text(prompt)  # does the prompt leave the model in a thought?
+        return reasoning.thinking(self.settings.reasoning_format, tail)
 
     async def count_prompt(
         self, messages: list[ChatMessage], tenant: str, salt: str, build: Build
@@ -144,22 +160,32 @@ class ChatTurns:
         return len(turn.request.prompt)
 
     async def _image_request(
-        self, messages: list[ChatMessage], tenant: str, build: Build, tools: TemplateTools
+        self,
+        messages: list[ChatMessage],
+        tenant: str,
+        build: Build,
+        tools: TemplateTools,
+        prompter: Prompter,
     ) -> GenerationRequest:
         vision = self.engine.vision
         if vision is None:
             raise no_projector("messages")
         prompt, images = await asyncio.to_thread(
-            image_prompt, self.prompter, vision, messages, self.settings, self.media, tenant, tools
+            image_prompt, prompter, vision, messages, self.settings, self.media, tenant, tools
         )
         request = await build(prompt)
         request.images = images
         return request
 
     async def _text_request(
-        self, messages: list[ChatMessage], salt: str, build: Build, tools: TemplateTools
+        self,
+        messages: list[ChatMessage],
+        salt: str,
+        build: Build,
+        tools: TemplateTools,
+        prompter: Prompter,
     ) -> tuple[GenerationRequest, EndHook]:
-        prompter, turns = self.prompter, self.turns
+        turns = self.turns
         template = [m.for_template() for m in messages]
 
         def tokenize() -> tuple[str, list[int]]:
@@ -194,14 +220,18 @@ class ChatTurns:
         tenant: str,
         build: Build,
         replace_from: int | None = None,
+        reasoning: ReasoningAsk | None = None,
     ) -> Turn:
         """A new message to a stored session (`content` as stored); with `replace_from`, the
         messages from that seq on are replaced by it (regenerate). The user message is stored
-        before this returns; the reply is stored by the turn's end hooks."""
+        before this returns; the reply is stored by the turn's end hooks, its reasoning apart."""
         content, found = await self._session_content(session, ask, content, tenant)
+        reasoning = reasoning or ReasoningAsk()
+        prompter = self._prompter(reasoning)
         prompt, images = await history_prompt(
-            history(session, content), self.prompter, self.engine.vision, self.settings, self.media
+            history(session, content), prompter, self.engine.vision, self.settings, self.media
         )
+        thinking = self._thinking(reasoning, prompt)
         request = await build(prompt)
         request.session = session.id
         request.continuation = self.prompter.continuation
@@ -217,9 +247,10 @@ class ChatTurns:
             self.busy.discard(session.id)
             await asyncio.to_thread(self.store.delete_message, user.id)
 
-        hooks = [self._reply_store(session.id, len(prompt)), self._release(session.id)]
+        hooks = [self._reply_store(session.id, len(prompt), thinking), self._release(session.id)]
         citations = found.citations if found is not None else None
-        return Turn(request, "session", hooks, {"session_id": session.id}, citations, undo)
+        extra = {"session_id": session.id}
+        return Turn(request, "session", hooks, extra, citations, undo, thinking)
 
     async def _session_content(
         self, session: SessionRecord, ask: SessionAsk, content: Content, tenant: str
@@ -271,12 +302,13 @@ class ChatTurns:
             self.busy.discard(session_id)
             raise
 
-    def _reply_store(self, session_id: str, prompt_tokens: int) -> EndHook:
+    def _reply_store(self, session_id: str, prompt_tokens: int, thinking: Thinking) -> EndHook:
         store, prompter = self.store, self.prompter
 
         def store_reply(result: TurnResult) -> None:
             fields = reply_fields(result, prompter, prompt_tokens)
-            store.add_message(session_id, "assistant", result.text, **fields)
+            reasoning, content = split_reasoning(result.text, thinking)
+            store.add_message(session_id, "assistant", content, reasoning=reasoning, **fields)
 
         return store_reply
 

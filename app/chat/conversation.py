@@ -23,19 +23,21 @@ def conversation_prompt(
     """Prompt for `messages` (template dicts, ending with the new user message), with the
     generated ids of the assistant messages at the indexes in `replies` spliced in.
 
-    A reply is spliced only if its ids spell its content and the template renders the history
-    as a plain extension (the text up to the reply, then the content verbatim); otherwise that
-    part is tokenized from text, which is still correct, only less reusable.
+    A reply is spliced only if the template renders the history as a plain extension: the
+    text up to the reply, then the text its ids spell, verbatim (a template that leaves a reply's
+    reasoning out of the history renders something else there); otherwise that part is
+    tokenized from text, which is still correct, only less reusable.
     """
     full = prompter.render(messages)
     tokens: list[int] = []
     done = ""  # text whose tokens are `tokens`
     for i in sorted(replies):
         head = prompter.render(messages[:i], add_generation_prompt=True)
-        reply = head + messages[i]["content"]
-        if not (head.startswith(done) and full.startswith(reply)):
+        spelled = prompter.text_of(replies[i])
+        if spelled is None:
             continue
-        if not prompter.matches(replies[i], messages[i]["content"]):
+        reply = head + spelled
+        if not (head.startswith(done) and full.startswith(reply)):
             continue
         tokens = prompter.extend(tokens, done, head)
         tokens.extend(replies[i])

@@ -76,6 +76,9 @@ class ChatMessage(BaseModel):
     name: str | None = None
     tool_calls: list[MessageToolCall] | None = None  # an assistant message's calls
     tool_call_id: str | None = None  # a tool message: the call it answers
+    # An assistant message's thought (llama-server's field): given to the template, which
+    # decides whether the history shows it.
+    reasoning_content: str | None = None
 
     def text(self) -> str:
         if self.content is None:
@@ -87,7 +90,8 @@ class ChatMessage(BaseModel):
     def for_template(self, marker: str | None = None) -> dict[str, Any]:
         """The shape chat templates expect: role and plain-text content, with `marker` where
         each image goes (images are dropped without one); tool calls and the call a tool
-        message answers where there are (only a template that knows tools sees those)."""
+        message answers where there are (only a template that knows tools sees those); the
+        thought where there is one."""
         out: dict[str, Any] = {"role": self.role, "content": self._template_text(marker)}
         if self.tool_calls:
             out["tool_calls"] = [c.for_template() for c in self.tool_calls]
@@ -95,6 +99,8 @@ class ChatMessage(BaseModel):
             out["tool_call_id"] = self.tool_call_id
         if self.role == "tool" and self.name is not None:
             out["name"] = self.name
+        if self.reasoning_content is not None:
+            out["reasoning_content"] = self.reasoning_content
         return out
 
     def _template_text(self, marker: str | None) -> str:

@@ -3,6 +3,7 @@ start (app/engine/template_choice.py; by default the model's own)."""
 
 from __future__ import annotations
 
+import copy
 from typing import Any
 
 from app.engine.template_choice import TemplateChoice, build_template
@@ -19,7 +20,17 @@ class Prompter:
             choice or TemplateChoice(), model.chat_template(), self._bos, eos
         )
         self.knows_tools = self.template.knows_tools  # it renders tools and calls (OpenAI shapes)
+        self.kwargs: dict[str, Any] = {}  # extra template variables (chat_template_kwargs)
         self.continuation = self._turn_continuation()
+
+    def rendering(self, kwargs: dict[str, Any]) -> Prompter:
+        """This prompter, rendering with the template variables `kwargs` (e.g. a request's
+        `enable_thinking`); itself when there are none."""
+        if not kwargs:
+            return self
+        view = copy.copy(self)
+        view.kwargs = {**self.kwargs, **kwargs}
+        return view
 
     def _turn_continuation(self) -> list[int] | None:
         """Tokens the template puts between an assistant reply and the next user message.
@@ -59,7 +70,7 @@ class Prompter:
         tools: list[dict[str, Any]] | None = None,
     ) -> str:
         """`tools` (OpenAI's shape) only for a template that `knows_tools`."""
-        return self.template.render(messages, add_generation_prompt, tools)
+        return self.template.render(messages, add_generation_prompt, tools, **self.kwargs)
 
     def needs_bos(self, text: str) -> bool:
         # The template may already start with BOS; adding another would change every prompt's
@@ -82,9 +93,18 @@ class Prompter:
 
     def matches(self, tokens: list[int], text: str) -> bool:
         """True if the tokens' text is exactly `text` (generated ids can stand in for it)."""
-        if self._model.closed:  # shutting down: say no rather than read freed memory
-            return False
-        return self._model.detokenize(tokens) == text
+        return self.text_of(tokens) == text
+
+    def text_of(self, tokens: list[int]) -> str | None:
+        """The tokens' text; None while shutting down (no reading freed memory)."""
+        if self._model.closed:
+            return None
+        return self._model.detokenize(tokens)
+
+    def tail_text(self, prompt: TokenSequence, n: int = 8) -> str:
+        """The text of the prompt's last `n` tokens, special ones spelled out."""
+        tail = [t for t in prompt.tokens[-n:] if t >= 0]
+        return "" if self._model.closed else self._model.detokenize(tail, special=True)
 
     def chat(self, messages: list[dict[str, Any]]) -> TokenSequence:
         return self.tokenize(self.render(messages))

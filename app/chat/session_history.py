@@ -47,7 +47,9 @@ def _message(m: MessageRecord) -> ChatMessage:
         )
         for c in m.tool_calls or []
     ]
-    return ChatMessage(role=m.role, content=m.content, tool_calls=calls or None)
+    return ChatMessage(
+        role=m.role, content=m.content, tool_calls=calls or None, reasoning_content=m.reasoning
+    )
 
 
 def turn_history(session: SessionRecord, new: list[ChatMessage], tools: list[ToolSpec]) -> History:
@@ -90,7 +92,11 @@ def turn_history(session: SessionRecord, new: list[ChatMessage], tools: list[Too
                 messages.extend(pending)
                 if record is not None and record.token_ids is not None:
                     replies[len(messages)] = record.token_ids
-                messages.append(ChatMessage(role="assistant", content=text + calls_text(calls)))
+                reasoning = message.reasoning_content
+                reply = ChatMessage(
+                    role="assistant", content=text + calls_text(calls), reasoning_content=reasoning
+                )
+                messages.append(reply)
                 pending.clear()
     flush()
     messages.extend(pending)

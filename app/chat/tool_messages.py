@@ -46,7 +46,10 @@ def plain_messages(messages: list[ChatMessage], tools: list[ToolSpec]) -> list[C
             results = []
         if m.role == "assistant" and m.tool_calls:
             calls = [(c.function.name, c.function.arguments_text()) for c in m.tool_calls]
-            out.append(ChatMessage(role="assistant", content=m.text() + calls_text(calls)))
+            text = m.text() + calls_text(calls)
+            out.append(
+                ChatMessage(role="assistant", content=text, reasoning_content=m.reasoning_content)
+            )
         else:
             out.append(m)
     if results:

@@ -123,6 +123,8 @@ class Message(Base):
     # message's answer names the call it answers.
     tool_calls: Mapped[list[dict[str, Any]] | None] = mapped_column(Json)
     tool_call_id: Mapped[str | None] = mapped_column(String(64))
+    # An assistant message's thought (the reply's <think> block), apart from its content.
+    reasoning: Mapped[str | None] = mapped_column(Text)
     # Assistant messages: the exact generated token ids, so a later turn can rebuild the prompt
     # token for token (re-tokenising the text may give other ids and miss the KV cache).
     token_ids: Mapped[list[int] | None] = mapped_column(Json)

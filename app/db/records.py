@@ -28,6 +28,7 @@ class MessageRecord:
     created_at: datetime  # timezone-aware, UTC
     tool_calls: list[dict[str, Any]] | None = None  # an assistant's: {"id", "name", "arguments"}
     tool_call_id: str | None = None  # a tool message's: the call it answers
+    reasoning: str | None = None  # an assistant's thought (<think>), kept apart from content
 
 
 @dataclass(slots=True)
@@ -69,6 +70,7 @@ MESSAGE_FIELDS = (
     "created_at",
     "tool_calls",
     "tool_call_id",
+    "reasoning",
 )
 
 

@@ -204,6 +204,7 @@ class Store(SessionEdits, MediaRows):
         replace_from: int | None = None,
         tool_calls: list[dict[str, Any]] | None = None,
         tool_call_id: str | None = None,
+        reasoning: str | None = None,
     ) -> MessageRecord:
         """Append a message at seq = last + 1. Raises KeyError if the session does not exist.
         `replace_from`: first delete the messages from that seq on, in the same transaction
@@ -215,6 +216,7 @@ class Store(SessionEdits, MediaRows):
         check_text("finish_reason", finish_reason)
         check_text("error", error)
         check_text("tool_call_id", tool_call_id)
+        check_text("reasoning", reasoning)
         if tool_calls is not None and not all(isinstance(c, dict) for c in tool_calls):
             raise ValueError("tool_calls must be a list of objects")
         if timings is not None and not isinstance(timings, dict):
@@ -251,6 +253,7 @@ class Store(SessionEdits, MediaRows):
                 created_at=now,
                 tool_calls=tool_calls,
                 tool_call_id=tool_call_id,
+                reasoning=reasoning,
             )
             s.add(message)
             conv.updated_at = now

@@ -70,7 +70,9 @@ class BuiltinTemplate:
         messages: list[dict[str, Any]],
         add_generation_prompt: bool = True,
         tools: list[dict[str, Any]] | None = None,
+        **variables: Any,
     ) -> str:
+        """llama.cpp's C++ templates take no variables (as llama-server's without --jinja)."""
         text = apply_template(self.source, messages, add_generation_prompt)
         if text is None:  # checked when built: llama.cpp matched this template then
             raise ValueError("llama.cpp refused the chat template")

@@ -79,8 +79,10 @@ class ChatTemplate:
         messages: list[dict[str, Any]],
         add_generation_prompt: bool = True,
         tools: list[dict[str, Any]] | None = None,
+        **variables: Any,
     ) -> str:
-        extra = {"tools": tools} if tools else {}
+        """`variables`: more for the template (chat_template_kwargs, e.g. enable_thinking)."""
+        extra = {**variables, "tools": tools} if tools else variables
         try:
             return self._template.render(
                 messages=messages,

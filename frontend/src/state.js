@@ -158,15 +158,17 @@ async function runTurn(path, body, user) {
         const choice = chunk.choices?.[0];
         const citations = chunk.citations || choice?.delta?.citations;
         const delta = choice?.delta?.content;
+        const thought = choice?.delta?.reasoning_content;
         const next = { ...live.value };
         if (citations) next.citations = citations;
-        if (delta) {
+        if (thought) next.reasoning = (next.reasoning || "") + thought;
+        if (delta || thought) {
           const now = performance.now();
           next.ttftMs ??= now - started;
           next.firstAt ??= now;
           next.lastAt = now;
           next.pieces = (next.pieces || 0) + 1; // one token per delta from this server
-          next.text += delta;
+          if (delta) next.text += delta;
           if (next.status !== "stopping") next.status = "streaming";
         }
         live.value = next;

@@ -43,7 +43,7 @@ async def chat_completions(
     chats = services.chats
     tools = body.tool_specs()
     turn = await chats.from_messages(
-        body.messages, body.rag, session, tenant, salt, build, tools=tools
+        body.messages, body.rag, session, tenant, salt, build, tools, body.reasoning_ask()
     )
     return await reply_turn(services, turn, body, http)
 

@@ -73,6 +73,8 @@ def _message_json(m: MessageRecord, asked: MessageRecord | None = None) -> dict[
         out["tool_calls"] = m.tool_calls
     if m.tool_call_id is not None:
         out["tool_call_id"] = m.tool_call_id
+    if m.reasoning is not None:  # llama-server's name for a reply's thought
+        out["reasoning_content"] = m.reasoning
     return out
 
 

@@ -42,7 +42,7 @@ export function Chat() {
       })}
       ${l?.user && html`<${Message} key="pending" message=${{ ...l.user, citations: l.citations }} streaming=${true} />`}
       ${l && html`<${Message} key="live" streaming=${true}
-        message=${{ role: "assistant", content: l.text, citations: l.citations, status: "" }} />`}
+        message=${{ role: "assistant", content: l.text, reasoning_content: l.reasoning, citations: l.citations, status: "" }} />`}
       ${l?.ttftMs != null && html`<div class="live-figures" aria-hidden="true">
         first token after ${Math.round(l.ttftMs)} ms${l.pieces > 1
           ? ` · ${((1000 * (l.pieces - 1)) / Math.max(1, l.lastAt - l.firstAt)).toFixed(1)} tok/s`

@@ -10,6 +10,7 @@ import { busy, editAsBranch, regenerate, showError } from "../state.js";
 import { CacheBar } from "./CacheBar.js";
 import { Citations } from "./Citations.js";
 import { Sources } from "./Sources.js";
+import { Thought } from "./Thought.js";
 import { ToolCalls, ToolResultOf } from "./ToolCalls.js";
 
 // What the user wrote: a document turn's own words, else the text of the content.
@@ -97,13 +98,14 @@ export function Message({ message, isLastReply, givenUp, prefillRate, streaming 
     ${role === "tool" && html`<${ToolResultOf} callId=${message.tool_call_id} />`}
     ${images(message.content).length > 0 &&
     html`<div class="thumbs">${images(message.content).map((src) => html`<${MediaImage} key=${src} src=${src} />`)}</div>`}
+    ${role === "assistant" && html`<${Thought} text=${message.reasoning_content} streaming=${streaming} answered=${!!text} />`}
     ${editing
       ? html`<${Editor} message=${message} givenUp=${givenUp} onDone=${() => setEditing(false)} />`
       : role === "user" || role === "tool"
         ? html`<div class="plain">${text}</div><${Sources} citations=${role === "user" ? message.citations : null} />`
         : html`<${Markdown} text=${text} />`}
     <${ToolCalls} calls=${message.tool_calls} />
-    ${streaming && role === "assistant" && !text && html`<div class="typing" aria-label="waiting for the reply">…</div>`}
+    ${streaming && role === "assistant" && !text && !message.reasoning_content && html`<div class="typing" aria-label="waiting for the reply">…</div>`}
     ${failed && html`<div class="error" role="alert">Error: ${message.error || "the reply failed"}</div>`}
     ${message.status === "cancelled" && html`<div class="tag">stopped</div>`}
     ${role === "assistant" && html`<${Citations} citations=${message.citations || message.rag?.citations} />`}

@@ -8,12 +8,16 @@ import json
 
 from app.api.responses import ChatShape, Envelope
 from app.api.tool_reply import ToolCallWriter, held_back
+from app.chat.reasoning import Thinking
 from app.chat.tools import calls_text
 from app.engine.events import Finished, TextDelta, Timings
 
 
-def _frames(pieces: list[str], reason: str = "stop") -> list[dict]:
-    writer = ToolCallWriter(Envelope(ChatShape, "m"), {"f"}, include_usage=False, timings={})
+def _frames(
+    pieces: list[str], reason: str = "stop", thinking: Thinking | None = None
+) -> list[dict]:
+    envelope = Envelope(ChatShape, "m")
+    writer = ToolCallWriter(envelope, {"f"}, include_usage=False, timings={}, thinking=thinking)
     out = list(writer.start())
     for p in pieces:
         out += writer.text(TextDelta(p, []))
@@ -50,3 +54,19 @@ def test_what_is_not_a_call_is_content_after_all():
     frames = _frames(pieces)
     assert _content(frames) == "a <tool_call> is a tag"
     assert frames[-1]["choices"][0]["finish_reason"] == "stop"
+
+
+def test_a_thought_goes_apart_and_a_call_after_it_is_still_found():
+    call = calls_text([("f", '{"x":1}')])
+    pieces = ["<thi", "nk>plan <tool_call> it</thi", "nk>\nOk. ", call]
+    frames = _frames(pieces, thinking=Thinking("deepseek"))
+    thought = "".join(
+        f["choices"][0]["delta"].get("reasoning_content") or "" for f in frames if f["choices"]
+    )
+    assert thought == "plan <tool_call> it"  # a call inside the thought is not one
+    assert _content(frames) == "Ok. "
+    assert frames[-1]["choices"][0]["finish_reason"] == "tool_calls"
+    writer = ToolCallWriter(Envelope(ChatShape, "m"), {"f"}, False, {}, Thinking("deepseek"))
+    whole = writer.whole(Finished("stop", 5, 3, 0, Timings()), "".join(pieces))
+    message = whole["choices"][0]["message"]
+    assert message["reasoning_content"] == thought and message["tool_calls"]
