@@ -46,3 +46,9 @@ def test_generation_settings_say_what_the_request_gets():
     assert settings["logit_bias"] == [{"bias": None, "token": 5}, {"bias": 1.5, "token": 7}]
     assert NativeCompletionRequest(prompt="x", n_predict=9, seed=3).settings(42, -1)["seed"] == 3
     assert NativeCompletionRequest(prompt="x", n_predict=9).settings(42, -1)["n_predict"] == 9
+
+
+def test_probabilities_after_sampling_are_refused_not_ignored():
+    with pytest.raises(ValidationError, match="after sampling are not supported"):
+        NativeCompletionRequest(prompt="x", n_probs=2, post_sampling_probs=True)
+    assert NativeCompletionRequest(prompt="x", post_sampling_probs=False).n_probs == 0

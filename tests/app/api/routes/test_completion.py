@@ -167,6 +167,7 @@ def test_errors_come_in_llama_servers_shape(server: ServerProcess):
     for body, words in (
         ({"n_predict": 1}, "prompt: is required"),
         ({"prompt": "x", "n_probs": 50}, "n_probs"),
+        ({"prompt": "x", "post_sampling_probs": True}, "post_sampling_probs: probabilities"),
         ({"prompt": "x", "grammar": "root ::= x", "json_schema": {"type": "object"}}, "one of"),
     ):
         r = httpx.post(server.base_url + "/completion", json=body)
