@@ -21,6 +21,7 @@ from app.api.replica_header import ReplicaHeader
 from app.api.routes import (
     anthropic,
     collections,
+    completion,
     documents,
     embeddings,
     media,
@@ -125,6 +126,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         )
     routers = (
         openai,
+        completion,
         sessions,
         session_messages,
         system,

@@ -27,6 +27,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 from app.api.anthropic_errors import anthropic_error_body, speaks_anthropic
 from app.api.errors import error_body
 from app.api.frontend import API_PREFIXES
+from app.api.native_errors import native_error_body, speaks_native
 from app.db.key_store import KeyStore
 
 log = logging.getLogger(__name__)
@@ -164,6 +165,8 @@ async def _answer(
     """The refusal, in the shape of the API the route speaks."""
     if speaks_anthropic(scope["path"]):
         shaped = anthropic_error_body(message, status)
+    elif speaks_native(scope["path"]):
+        shaped = native_error_body(message, status)
     else:
         shaped = error_body(message, status, code=code)
     body = json.dumps(shaped).encode()

@@ -17,6 +17,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from app.api.anthropic_errors import anthropic_error_response, speaks_anthropic
 from app.api.frontend import frontend_page
 from app.api.metrics import route_of
+from app.api.native_errors import native_error_response, speaks_native
 from app.api.outcome import RequestOutcome
 from app.engine.chat_template import ChatTemplateError
 from app.engine.request import RequestError
@@ -219,9 +220,12 @@ def _shaped(
     headers: dict[str, str] | None = None,
     fields: dict[str, object] | None = None,
 ) -> JSONResponse:
-    """The error in the shape of the API the route speaks (Anthropic's for /v1/messages)."""
+    """The error in the shape of the API the route speaks (Anthropic's for /v1/messages,
+    llama-server's for its native /completion)."""
     if speaks_anthropic(request.url.path):
         return anthropic_error_response(message, status, headers)
+    if speaks_native(request.url.path):
+        return native_error_response(message, status, headers, fields)
     return error_response(message, status, param, code, headers, fields)
 
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable
-from typing import Any, Protocol
+from typing import Any, Protocol, runtime_checkable
 
 from fastapi.responses import JSONResponse
 
@@ -48,3 +48,11 @@ class EventWriter(Protocol):
     def error(self, failed: Failed) -> JSONResponse:
         """The unstreamed error, in this API's shape."""
         ...
+
+
+@runtime_checkable
+class KeepsDeltas(Protocol):
+    """A writer whose unstreamed reply needs more than the whole text (the tokens, their
+    probabilities): it is handed each delta as it comes."""
+
+    def keep(self, event: TextDelta) -> None: ...

@@ -20,7 +20,7 @@ from fastapi import Request
 from fastapi.responses import JSONResponse, StreamingResponse
 
 from app.api.errors import error_body, error_response
-from app.api.event_writer import EventWriter
+from app.api.event_writer import EventWriter, KeepsDeltas
 from app.api.outcome import RequestOutcome
 from app.api.reply_parts import ReplyParts, with_reasoning
 from app.api.responses import Envelope, Shape, usage
@@ -277,10 +277,13 @@ async def _written(
             headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"},
         )
     watcher = asyncio.create_task(_watch_disconnect(http, stream))
+    keeps = isinstance(writer, KeepsDeltas)
     try:
         async for event in stream:
             rec.add(event)
-            if isinstance(event, Finished):
+            if keeps and isinstance(event, TextDelta):
+                writer.keep(event)  # type: ignore[attr-defined]
+            elif isinstance(event, Finished):
                 await ending.finish()
                 return JSONResponse(writer.whole(event, "".join(rec.parts)))
             if isinstance(event, Failed):

@@ -219,13 +219,17 @@ class GenerationFields(BaseModel):
         return False
 
 
+# The sampling settings llama-server reports (GET /props, a native completion's
+# generation_settings), which our fields share the names of.
+SETTING_NAMES = ("temperature", "top_k", "top_p", "min_p", "repeat_last_n", "repeat_penalty")
+SETTING_NAMES += ("presence_penalty", "frequency_penalty", "ignore_eos", "stream")
+
+
 def default_params(seed: int, n_predict: int) -> dict[str, Any]:
     """The sampling a request gets for what it leaves out (GET /props), in llama-server's
     names."""
     fields = GenerationFields.model_fields
-    names = ("temperature", "top_k", "top_p", "min_p", "repeat_last_n", "repeat_penalty")
-    names += ("presence_penalty", "frequency_penalty", "ignore_eos", "stream")
-    params: dict[str, Any] = {name: fields[name].default for name in names}
+    params: dict[str, Any] = {name: fields[name].default for name in SETTING_NAMES}
     return {"seed": seed, **params, "n_predict": n_predict, "max_tokens": n_predict}
 
 

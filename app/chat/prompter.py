@@ -109,7 +109,15 @@ class Prompter:
     def chat(self, messages: list[dict[str, Any]]) -> TokenSequence:
         return self.tokenize(self.render(messages))
 
-    def text_prompt(self, prompt: str | list[int]) -> TokenSequence:
+    def text_prompt(self, prompt: str | list[int] | list[int | str]) -> TokenSequence:
+        """A completion's prompt: text, token ids, or (llama-server's) a list mixing both,
+        whose first text piece alone gets the model's leading special tokens."""
         if isinstance(prompt, str):
             return TokenSequence(self._model.tokenize(prompt, add_special=True, parse_special=True))
-        return TokenSequence(prompt)
+        tokens: list[int] = []
+        for i, piece in enumerate(prompt):
+            if isinstance(piece, str):
+                tokens += self._model.tokenize(piece, add_special=i == 0, parse_special=True)
+            else:
+                tokens.append(piece)
+        return TokenSequence(tokens)

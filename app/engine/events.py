@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 
 @dataclass(slots=True)
@@ -77,6 +77,8 @@ class TokenLogprob:
     logprob: float
     bytes: list[int]
     top: list[tuple[str, float, list[int]]]
+    id: int = -1  # the token's id (llama-server's n_probs name each token by it)
+    top_ids: list[int] = field(default_factory=list)  # the ids of `top`, in its order
 
 
 @dataclass(slots=True)
@@ -84,6 +86,8 @@ class TextDelta:
     text: str
     tokens: list[int]  # the tokens whose text this delta completes
     logprobs: list[TokenLogprob] | None = None
+    # The request's timings so far, for a request that asks for them (`timings_per_token`).
+    timings: Timings | None = None
 
 
 @dataclass(slots=True)

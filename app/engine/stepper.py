@@ -190,9 +190,9 @@ def token_logprob(model: Model, row: np.ndarray, token: int, n_top: int) -> Toke
         raw = model.token_to_piece(t)
         return raw.decode("utf-8", "replace"), float(logprobs[t]), list(raw)
 
-    top: list[tuple[str, float, list[int]]] = []
+    ids: list[int] = []
     if n_top > 0:
         best = np.argpartition(-logprobs, n_top)[:n_top]
-        top = [entry(int(t)) for t in best[np.argsort(-logprobs[best])]]
+        ids = [int(t) for t in best[np.argsort(-logprobs[best])]]
     text, value, raw = entry(token)
-    return TokenLogprob(text, value, raw, top)
+    return TokenLogprob(text, value, raw, [entry(t) for t in ids], token, ids)

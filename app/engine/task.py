@@ -156,7 +156,8 @@ class Task:
         if not text:
             return
         logprobs = self._held_logprobs if self.request.logprobs is not None else None
-        self.sink(TextDelta(text, self._held_tokens, logprobs))
+        timings = self.timings() if self.request.timings_per_token else None
+        self.sink(TextDelta(text, self._held_tokens, logprobs, timings))
         self._held_tokens, self._held_logprobs = [], []
 
     def finish(self, reason: str) -> None:

@@ -1,5 +1,5 @@
 """OpenAI-compatible endpoints: /v1/chat/completions, /v1/completions, /v1/models; as
-llama-server, each also without /v1, and /chat/completions/input_tokens."""
+llama-server, each but /v1/completions also without /v1, and /chat/completions/input_tokens."""
 
 from __future__ import annotations
 
@@ -60,8 +60,8 @@ async def input_tokens(
     return {"object": "response.input_tokens", "input_tokens": n}
 
 
+# Not /completions: llama-server serves its native completion there (app/api/routes/completion.py).
 @router.post("/v1/completions", responses=STREAMING)
-@router.post("/completions", responses=STREAMING, include_in_schema=False)
 async def completions(body: CompletionRequest, http: Request, services: ServicesDep):
     refuse_unsupported(body)
     try:

@@ -38,3 +38,14 @@ def test_turn_continuation_is_what_the_next_turn_puts_after_the_reply(prompter: 
 def test_rendering_is_deterministic(prompter: Prompter):
     messages = [{"role": "user", "content": "Same words, same tokens."}]
     assert prompter.chat(messages) == prompter.chat(messages)
+
+
+def test_a_completion_prompt_may_mix_text_and_token_ids(prompter: Prompter):
+    whole = prompter.text_prompt("Hello, world").tokens
+    (comma,) = prompter.text_prompt(",").tokens[-1:]
+    hello = prompter.text_prompt("Hello").tokens
+    mixed = prompter.text_prompt(["Hello", comma, " world"]).tokens
+    # Only the first text piece gets the leading special tokens (as llama-server tokenizes).
+    assert mixed[: len(hello)] == hello and mixed[len(hello)] == comma
+    assert mixed == whole
+    assert prompter.text_prompt([5, 6]).tokens == (5, 6)

@@ -1,0 +1,68 @@
+"""llama-server's native completion endpoint: POST /completion, and /completions, which
+llama-server serves as the same endpoint (OpenAI's text completions are /v1/completions, in
+app/api/routes/openai.py). Errors come in llama-server's shape (app/api/native_errors.py)."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+from fastapi import APIRouter, Request
+
+from app.api.auth import cache_salt
+from app.api.errors import ERROR_RESPONSES, STREAMING
+from app.api.native_completion import NativeHead, NativeWriter
+from app.api.native_errors import NativeErrorResponse
+from app.api.native_schemas import NativeCompletionRequest, Prompt
+from app.api.responder import Reply, respond
+from app.api.responses import TextShape
+from app.api.services import Services, ServicesDep
+from app.api.structured_output import finish_request, refuse_unsupported
+from app.engine.request import RequestError
+from mm.token_sequence import TokenSequence
+
+router = APIRouter()
+
+# The statuses every route documents, with llama-server's error body.
+NATIVE_ERRORS: dict[int | str, dict[str, Any]] = {
+    status: {**doc, "model": NativeErrorResponse} for status, doc in ERROR_RESPONSES.items()
+}
+
+
+def _prompt(services: Services, prompt: Prompt) -> tuple[TokenSequence, str]:
+    """The prompt's tokens, and its text as the reply's `prompt` says it. Worker thread."""
+    tokens = services.prompter.text_prompt(prompt)
+    if isinstance(prompt, str):
+        return tokens, prompt
+    vocab = services.engine.tokenizer
+    # Ids outside the vocabulary are refused with the request; they have no text.
+    known = [t for t in tokens.text_tokens() if 0 <= t < vocab.n_vocab]
+    return tokens, vocab.detokenize(known)
+
+
+@router.post("/completion", responses={**NATIVE_ERRORS, **STREAMING})
+@router.post("/completions", responses={**NATIVE_ERRORS, **STREAMING}, include_in_schema=False)
+async def completion(body: NativeCompletionRequest, http: Request, services: ServicesDep):
+    refuse_unsupported(body)
+    try:
+        tokens, text = await asyncio.to_thread(_prompt, services, body.prompt)  # type: ignore[arg-type]
+    except ValueError as e:
+        raise RequestError(str(e), param="prompt") from e
+    seed, settings = services.settings.seed, services.settings
+    # A streamed delta carries the timings so far: its slot, the prompt's progress, and the
+    # timings of `timings_per_token`.
+    request = body.generation(tokens, seed, timings_per_token=body.stream)
+    await finish_request(request, body, cache_salt(http, body.cache_salt), "prompt")
+    head = NativeHead(
+        model=services.model_name,
+        prompt=text,
+        n_prompt=len(tokens),
+        settings=body.settings(seed, settings.n_predict),
+        n_probs=body.n_probs,
+        return_tokens=body.return_tokens,
+        timings_per_token=body.timings_per_token,
+        return_progress=body.return_progress,
+        stream=body.stream,
+    )
+    reply = Reply(TextShape, "completion", writer=NativeWriter(head))
+    return await respond(services, request, body, reply, http)

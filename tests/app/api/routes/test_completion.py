@@ -1,0 +1,247 @@
+"""llama-server's native POST /completion (and /completions) through a real server."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+
+import httpx
+import pytest
+
+from bench import peers
+from bench.server_process import ServerProcess
+from tests.app.api.keyed_server import KeyedServer
+from tests.app.api.routes.test_metrics_route import sample, scrape
+
+PROMPT = "Hello, my name is"
+
+
+@pytest.fixture(scope="module")
+def server() -> Iterator[ServerProcess]:
+    with ServerProcess("-np", "2", "-c", "2048") as srv:
+        yield srv
+
+
+def complete(server: ServerProcess, path: str = "/completion", **body: object) -> dict:
+    r = httpx.post(server.base_url + path, json={"prompt": PROMPT, "temperature": 0, **body})
+    assert r.status_code == 200, r.text
+    return r.json()
+
+
+def events(server: ServerProcess, **body: object) -> list[dict]:
+    """The stream's data lines, parsed; fails on anything not JSON (a `[DONE]`)."""
+    body = {"prompt": PROMPT, "temperature": 0, "stream": True, **body}
+    with httpx.stream("POST", server.base_url + "/completion", json=body) as r:
+        assert r.status_code == 200
+        assert r.headers["content-type"].startswith("text/event-stream")
+        lines = [line for line in r.iter_lines() if line]
+    assert all(line.startswith("data: ") for line in lines), lines
+    return [json.loads(line.removeprefix("data: ")) for line in lines]
+
+
+def tokenize(server: ServerProcess, text: str) -> list[int]:
+    body = {"content": text, "add_special": True}
+    return httpx.post(server.base_url + "/tokenize", json=body).json()["tokens"]
+
+
+def test_the_reply_has_llama_servers_fields(server: ServerProcess):
+    reply = complete(server, n_predict=4)
+    assert reply["stop"] is True and reply["index"] == 0
+    assert reply["stop_type"] == "limit" and reply["stopping_word"] == ""
+    assert reply["tokens_predicted"] == 4 and reply["tokens"] == []
+    assert reply["tokens_evaluated"] == len(tokenize(server, PROMPT))
+    assert reply["prompt"] == PROMPT and reply["truncated"] is False
+    assert reply["has_new_line"] == ("\n" in reply["content"])
+    assert reply["model"] == httpx.get(server.base_url + "/v1/models").json()["data"][0]["id"]
+    timings = reply["timings"]
+    assert timings["cache_n"] + timings["prompt_n"] == reply["tokens_evaluated"]
+    assert timings["predicted_n"] == 4 and timings["id_slot"] == reply["id_slot"]
+    # The slot's KV: the prompt and the generated tokens but the last, never decoded.
+    assert reply["tokens_cached"] == reply["tokens_evaluated"] + 4 - 1
+    settings = reply["generation_settings"]
+    assert settings["n_predict"] == 4 and settings["temperature"] == 0
+    assert settings["stream"] is False and settings["n_probs"] == 0
+    assert "completion_probabilities" not in reply
+
+
+def test_return_tokens_are_the_generated_ids(server: ServerProcess):
+    reply = complete(server, n_predict=5, return_tokens=True)
+    assert len(reply["tokens"]) == reply["tokens_predicted"] == 5
+    text = httpx.post(server.base_url + "/detokenize", json={"tokens": reply["tokens"]}).json()
+    assert text["content"] == reply["content"]
+
+
+def test_n_probs_gives_each_tokens_probabilities(server: ServerProcess):
+    reply = complete(server, n_predict=3, n_probs=2, return_tokens=True)
+    probs = reply["completion_probabilities"]
+    assert [p["id"] for p in probs] == reply["tokens"]
+    assert "".join(p["token"] for p in probs) == reply["content"]
+    for p in probs:
+        top = p["top_logprobs"]
+        assert len(top) == 2 and top[0]["logprob"] >= top[1]["logprob"]
+        assert top[0] == {k: p[k] for k in ("id", "token", "bytes", "logprob")}  # greedy
+        assert bytes(p["bytes"]).decode() == p["token"] and p["logprob"] <= 0
+
+
+def test_a_stream_sends_deltas_then_the_final_fields_and_no_done(server: ServerProcess):
+    whole = complete(server, n_predict=6)
+    chunks = events(server, n_predict=6)
+    *deltas, last = chunks
+    assert all(c["stop"] is False and c["index"] == 0 for c in deltas)
+    assert "".join(c["content"] for c in deltas) == whole["content"]
+    assert sum(len(c["tokens"]) for c in deltas) == 6
+    assert all(c["id_slot"] == last["id_slot"] for c in deltas)
+    assert all("timings" not in c for c in deltas)
+    assert last["stop"] is True and last["content"] == "" and last["stop_type"] == "limit"
+    assert last["timings"]["predicted_n"] == 6 and last["generation_settings"]["stream"] is True
+    assert set(whole) == set(last)
+
+
+def test_a_stream_with_timings_per_token_and_progress(server: ServerProcess):
+    first, *deltas, last = events(server, n_predict=3, timings_per_token=True, return_progress=True)
+    progress = first["prompt_progress"]
+    assert progress["total"] == progress["processed"] == last["tokens_evaluated"]
+    assert progress["cache"] == last["timings"]["cache_n"] and first["content"] == ""
+    assert [c["timings"]["predicted_n"] for c in deltas] == [1, 2, 3]
+    assert all("prompt_progress" not in c for c in deltas)
+
+
+def test_id_slot_pins_the_slot_and_an_unknown_one_is_refused(server: ServerProcess):
+    for slot in (0, 1, 1, 0):
+        assert complete(server, n_predict=1, id_slot=slot)["id_slot"] == slot
+    assert complete(server, n_predict=1, id_slot=-1)["id_slot"] in (0, 1)
+    r = httpx.post(server.base_url + "/completion", json={"prompt": PROMPT, "id_slot": 2})
+    assert r.status_code == 400
+    assert r.json() == {
+        "error": {
+            "code": 400,
+            "message": "id_slot 2 does not exist: this server has slots 0..1",
+            "type": "invalid_request_error",
+        }
+    }
+
+
+def test_cache_prompt_false_reuses_nothing(server: ServerProcess):
+    body = {"prompt": "A repeated prompt about caching prompts in slots", "n_predict": 2}
+    complete(server, **body, id_slot=0)
+    again = complete(server, **body, id_slot=0, cache_prompt=False)
+    assert again["timings"]["cache_n"] == 0
+    assert again["timings"]["prompt_n"] == again["tokens_evaluated"]
+    cached = complete(server, **body, id_slot=0)
+    assert cached["timings"]["cache_n"] > 0
+
+
+def test_stop_words_and_end_of_generation(server: ServerProcess):
+    whole = complete(server, n_predict=8, n_probs=1)
+    word = whole["completion_probabilities"][3]["token"]
+    stopped = complete(server, n_predict=8, stop=[word])
+    assert stopped["stop_type"] == "word" and stopped["stopping_word"] == word
+    assert stopped["content"] == whole["content"][: whole["content"].index(word)]
+    (eos,) = tokenize(server, "<|im_end|>")
+    ended = complete(server, n_predict=8, logit_bias=[[eos, 100]])
+    assert ended["stop_type"] == "eos" and ended["content"] == ""
+
+
+def test_prompts_as_token_ids_or_mixed(server: ServerProcess):
+    text = complete(server, n_predict=3)
+    ids = tokenize(server, PROMPT)
+    by_ids = complete(server, prompt=ids, n_predict=3)
+    assert by_ids["content"] == text["content"] and by_ids["prompt"] == PROMPT
+    (comma,) = httpx.post(server.base_url + "/tokenize", json={"content": ","}).json()["tokens"]
+    mixed = complete(server, prompt=["Hello", comma, " my name is"], n_predict=3)
+    assert mixed["content"] == text["content"]
+    for several in (["one", "two"], [[1, 2], [3, 4]]):
+        r = httpx.post(server.base_url + "/completion", json={"prompt": several})
+        assert r.status_code == 400 and "one prompt per request" in r.json()["error"]["message"]
+
+
+def test_grammar_and_json_schema_shape_the_reply(server: ServerProcess):
+    yes_no = complete(server, grammar='root ::= "yes" | "no"', n_predict=4)
+    assert yes_no["content"] in ("yes", "no")
+    schema = {"type": "object", "properties": {"a": {"type": "integer"}}, "required": ["a"]}
+    shaped = complete(server, json_schema=schema, n_predict=40)
+    assert isinstance(json.loads(shaped["content"])["a"], int)
+
+
+def test_errors_come_in_llama_servers_shape(server: ServerProcess):
+    for body, words in (
+        ({"n_predict": 1}, "prompt: is required"),
+        ({"prompt": "x", "n_probs": 50}, "n_probs"),
+        ({"prompt": "x", "post_sampling_probs": True}, "post_sampling_probs: probabilities"),
+        ({"prompt": "x", "grammar": "root ::= x", "json_schema": {"type": "object"}}, "one of"),
+    ):
+        r = httpx.post(server.base_url + "/completion", json=body)
+        assert r.status_code == 400
+        error = r.json()["error"]
+        assert set(error) == {"code", "message", "type"} and error["code"] == 400
+        assert words in error["message"]
+
+
+def test_completions_is_the_native_endpoint_and_v1_stays_openai(server: ServerProcess):
+    native = complete(server, "/completions", n_predict=2)
+    assert native["stop"] is True and native["content"] == complete(server, n_predict=2)["content"]
+    body = {"prompt": PROMPT, "max_tokens": 2, "temperature": 0}
+    openai = httpx.post(server.base_url + "/v1/completions", json=body).json()
+    assert openai["object"] == "text_completion"
+    assert openai["choices"][0]["text"] == native["content"]
+
+
+def test_requests_are_counted_under_the_completion_route(server: ServerProcess):
+    before = scrape(server)
+    complete(server, n_predict=1)
+    httpx.post(server.base_url + "/completion", json={"prompt": "x", "id_slot": 9})
+    after = scrape(server)
+    for outcome in ("complete", "rejected"):
+        key = {"route": "completion", "outcome": outcome}
+        moved = sample(after, "kvchat_requests_total", **key)
+        assert moved == sample(before, "kvchat_requests_total", **key) + 1
+
+
+def test_keys_and_tenants_as_on_the_other_routes(keyed: KeyedServer):
+    refused = httpx.post(keyed.url + "/completion", json={"prompt": "x"})
+    assert refused.status_code == 401
+    assert set(refused.json()["error"]) == {"code", "message", "type"}
+    body = {"prompt": "A prompt that alice alone has sent to this server", "n_predict": 2}
+
+    def cached(name: str) -> int:
+        r = httpx.post(keyed.url + "/completion", json=body, headers=keyed.auth(name))
+        assert r.status_code == 200, r.text
+        return r.json()["timings"]["cache_n"]
+
+    cached("alice")
+    assert cached("alice") > 0
+    assert cached("bob") == 0  # another tenant's prefix is never reused
+
+
+def test_our_fields_include_llama_servers(server: ServerProcess, model_path: str):
+    """The same requests to the real llama-server: every field it sends, ours sends too. Its
+    binary is built by `make llama-server`; without it this test fails (PeerUnavailable)."""
+    body = {"prompt": PROMPT, "n_predict": 3, "temperature": 0, "n_probs": 2, "return_tokens": True}
+    flags = {"timings_per_token": True, "return_progress": True, "stream": True}
+
+    def asked(base_url: str) -> tuple[dict, tuple[set[str], set[str]], httpx.Response]:
+        reply = httpx.post(base_url + "/completion", json=body).json()
+        streamed = stream_keys(base_url, {**body, **flags})
+        return reply, streamed, httpx.post(base_url + "/completion", json={})
+
+    with peers.llama_server(model_path, slots=2) as llama_server:
+        theirs, their_stream, their_error = asked(llama_server.base_url)
+    ours, our_stream, our_error = asked(server.base_url)
+    assert set(theirs) - set(ours) == set()
+    assert set(theirs["timings"]) - set(ours["timings"]) == set()
+    probs, our_probs = theirs["completion_probabilities"][0], ours["completion_probabilities"][0]
+    assert set(probs) == set(our_probs)
+    assert set(probs["top_logprobs"][0]) == set(our_probs["top_logprobs"][0])
+    assert ours["tokens"] == theirs["tokens"]  # the same model, greedy
+    for their_keys, our_keys in zip(their_stream, our_stream, strict=True):
+        assert their_keys - our_keys == set()
+    assert their_error.status_code == our_error.status_code == 400
+    assert set(their_error.json()["error"]) == set(our_error.json()["error"])
+
+
+def stream_keys(base_url: str, body: dict) -> tuple[set[str], set[str]]:
+    """The fields of a stream's partial chunks (all of them) and of its last chunk."""
+    with httpx.stream("POST", base_url + "/completion", json=body) as r:
+        lines = [line.removeprefix("data: ") for line in r.iter_lines() if line]
+    *partials, last = [json.loads(line) for line in lines]  # no `[DONE]`: not JSON
+    return set().union(*partials), set(last)
