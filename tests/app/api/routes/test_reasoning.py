@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -136,3 +137,66 @@ def test_the_server_flag_sets_the_default_format() -> None:
         )
         message = r.json()["choices"][0]["message"]
     assert message["content"].startswith("<think>") and "reasoning_content" not in message
+
+
+THINKING = Path(__file__).with_name("thinking.jinja")  # opens a thought in the prompt
+ANSWER = 'root ::= "Answer:" [a-z ]{1,12}'
+
+
+@pytest.fixture(scope="module")
+def thinking() -> Iterator[ServerProcess]:
+    with ServerProcess("-np", "1", "-c", "2048", "--chat-template-file", str(THINKING)) as srv:
+        yield srv
+
+
+def test_a_thought_the_template_opened_streams_apart(thinking: ServerProcess) -> None:
+    grammar = 'root ::= "I think" [a-z ]{1,12} "\\n</think>\\n\\nAnswer:" [a-z ]{1,12}'
+    client = openai.OpenAI(base_url=thinking.base_url + "/v1", api_key="x", max_retries=0)
+    reasoning, content = "", ""
+    stream = client.chat.completions.create(
+        model="m", messages=ASK, stream=True, temperature=0, max_tokens=40,
+        extra_body={"grammar": grammar},
+    )  # fmt: skip
+    for chunk in stream:
+        for choice in chunk.choices:
+            reasoning += (choice.delta.model_extra or {}).get("reasoning_content") or ""
+            assert not (content and (choice.delta.model_extra or {}).get("reasoning_content"))
+            content += choice.delta.content or ""
+    assert reasoning.startswith("I think") and content.startswith("Answer:")
+    whole = chat(thinking, grammar=grammar)
+    assert (reasoning, content) == (whole["reasoning_content"], whole["content"])
+
+
+def test_enable_thinking_false_closes_the_thought_in_the_prompt(thinking: ServerProcess) -> None:
+    opened = chat(thinking, grammar=ANSWER)
+    assert opened["reasoning_content"].startswith("Answer:") and opened["content"] == ""
+    kwargs = {"chat_template_kwargs": {"enable_thinking": False}}
+    closed = chat(thinking, grammar=ANSWER, **kwargs)
+    assert closed["content"].startswith("Answer:") and "reasoning_content" not in closed
+
+
+def test_reasoning_off_is_enable_thinking_false() -> None:
+    flags = ("--chat-template-file", str(THINKING), "--reasoning", "off")
+    with ServerProcess("-np", "1", "-c", "1024", *flags) as srv:
+        message = chat(srv, grammar=ANSWER)
+    assert message["content"].startswith("Answer:") and "reasoning_content" not in message
+
+
+def test_a_session_reuses_its_history_up_to_the_thought_the_template_drops(
+    thinking: ServerProcess,
+) -> None:
+    base = thinking.base_url
+    sid = httpx.post(f"{base}/v1/sessions", json={}, timeout=30).json()["id"]
+    grammar = 'root ::= "I think" [a-z ]{1,12} "\\n</think>\\n\\nAnswer:" [a-z ]{1,12}'
+    turn = {"content": ASK[0]["content"], **GREEDY, "grammar": grammar}
+    first = httpx.post(f"{base}/v1/sessions/{sid}/messages", json=turn, timeout=120).json()
+    reply = first["choices"][0]["message"]
+    assert reply["reasoning_content"].startswith("I think")
+    nxt = {"content": "And three plus three?", "max_tokens": 4, "temperature": 0}
+    second = httpx.post(f"{base}/v1/sessions/{sid}/messages", json=nxt, timeout=120).json()
+    history = [*ASK, {"role": "assistant", "content": reply["content"]}]
+    history.append({"role": "user", "content": nxt["content"]})
+    assert second["usage"]["prompt_tokens"] == _input_tokens(thinking, history)
+    # The first prompt is reused; the reply, shown now without its thought, is read again.
+    cached = second["usage"]["prompt_tokens_details"]["cached_tokens"]
+    assert first["usage"]["prompt_tokens"] - 4 <= cached < first["usage"]["prompt_tokens"] + 4
