@@ -15,7 +15,10 @@ restarted replica takes back its own documents at once.
 Embedding is background work on cores the engine needs: before each batch the worker waits
 until no client request is being received, queued or run (`wait_for_quiet`), and its batches are
 paced to take at most `EMBED_BATCH_S` (`BackgroundPacer`, from the measured rate), so a request
-that arrives meanwhile shares the cores with one short batch at most.
+that arrives meanwhile shares the cores with one short batch at most. Each batch takes the
+embedder's full thread budget while the engine computes nothing (`engine_busy` false) and one
+thread while it computes (a document's prefill runs on the engine while no client waits).
+Progress is written at most every PROGRESS_S: each write is a database transaction.
 """
 
 from __future__ import annotations
@@ -40,10 +43,12 @@ log = logging.getLogger(__name__)
 
 Tokenize = Callable[[str], list[int]]
 WaitForQuiet = Callable[[], object]  # blocks while client requests are served
+EngineBusy = Callable[[], bool]  # whether the engine computes anything now
 EMBED_BATCH = 8  # chunks per batch where nothing else runs (the command-line ingest)
 EMBED_BATCH_S = 0.05  # longest one embedding batch of the server's worker should take
 POLL_S = 2.0  # an idle worker looks for documents no upload woke it for this often
 RENUMBER_TRIES = 10  # other workers storing chunks of the same collection meanwhile
+PROGRESS_S = 0.5  # a document's progress is written at most this often
 
 
 def embed_pacer() -> BackgroundPacer:
@@ -61,10 +66,12 @@ def ingest_document(
     wait_for_quiet: WaitForQuiet = lambda: None,
     pacer: BackgroundPacer | None = None,
     worker: str | None = None,
+    engine_busy: EngineBusy = lambda: False,
 ) -> CollectionRecord | None:
     """Ingest one stored document; its collection when it became ready, None if it was
     deleted meanwhile or (with `worker`, the holder of its claim) another worker took it over.
-    Raises on failure. `pacer`: sizes the embedding batches (None: EMBED_BATCH chunks each)."""
+    Raises on failure. `pacer`: sizes the embedding batches (None: EMBED_BATCH chunks each);
+    `engine_busy`: one embedding thread while it says so, the library's budget otherwise."""
     found = store.ingest_input(document_id)
     if found is None:
         return None  # deleted meanwhile
@@ -85,10 +92,12 @@ def ingest_document(
 
     first = store.next_number(collection.id)
     token_ids = headed(first)
+    library.check_backend(collection.id)  # before the work: another backend's collection
     embedder = library.embedder()
-    vectors, done = [], 0
+    vectors, done, written = [], 0, time.monotonic()
     while done < len(chunks):
         wait_for_quiet()
+        embedder.set_threads(1 if engine_busy() else library.threads)
         size = pacer.tokens() if pacer is not None else EMBED_BATCH
         batch = chunks[done : done + size]
         t0 = time.perf_counter()
@@ -96,8 +105,10 @@ def ingest_document(
         if pacer is not None:
             pacer.observe(len(batch), time.perf_counter() - t0)
         done += len(batch)
-        if not store.set_progress(document_id, "processing", done, len(chunks), worker=worker):
-            return None
+        if done < len(chunks) and time.monotonic() - written >= PROGRESS_S:
+            written = time.monotonic()
+            if not store.set_progress(document_id, "processing", done, len(chunks), worker=worker):
+                return None
         if progress is not None:
             progress(done, len(chunks))
     matrix = np.concatenate(vectors)
@@ -107,7 +118,9 @@ def ingest_document(
     ]
     for _ in range(RENUMBER_TRIES):
         try:
-            if not store.finish_document(document_id, new, model, token_ids, first, worker):
+            if not store.finish_document(
+                document_id, new, model, token_ids, first, worker, library.backend
+            ):
                 return None
             break
         except NumbersTaken as taken:  # another replica stored chunks of this collection
@@ -131,11 +144,12 @@ class Ingestor:
         wait_for_quiet: WaitForQuiet = lambda: None,
         worker: str = "ingest",
         lease_s: float = 30.0,
+        engine_busy: EngineBusy = lambda: False,
     ) -> None:
         """`worker`: this replica's id in claims (app/docs/ingest_lease.py `worker_id`);
         `lease_s`: how long a claim lasts unless renewed (--ingest-lease)."""
         self.store, self.library, self.tokenize, self.model = store, library, tokenize, model
-        self.wait_for_quiet = wait_for_quiet
+        self.wait_for_quiet, self.engine_busy = wait_for_quiet, engine_busy
         self.worker, self.lease_s = worker, lease_s
         self.pacer = embed_pacer()  # keeps its measured rate from one document to the next
         self._wake = threading.Event()
@@ -189,6 +203,7 @@ class Ingestor:
                     wait_for_quiet=self.wait_for_quiet,
                     pacer=self.pacer,
                     worker=self.worker,
+                    engine_busy=self.engine_busy,
                 )
             if collection is not None and self.on_ready is not None:
                 self.on_ready(collection, document_id)

@@ -38,6 +38,10 @@ class FakeEmbedder:
     def __init__(self) -> None:
         self.batches: list[int] = []
         self.on_embed: Callable[[list[str]], None] | None = None
+        self.threads: list[int] = []  # set_threads before each batch
+
+    def set_threads(self, threads: int) -> None:
+        self.threads.append(threads)
 
     def embed(self, texts: list[str]) -> np.ndarray:
         if self.on_embed is not None:
@@ -47,6 +51,12 @@ class FakeEmbedder:
 
 
 class FakeLibrary:
+    backend = "fake"
+    threads = 2
+
+    def check_backend(self, collection_id: str) -> None:
+        pass
+
     def __init__(self) -> None:
         self.embedder_ = FakeEmbedder()
         self.added_: list[tuple[str, list[int], np.ndarray]] = []
