@@ -132,7 +132,7 @@ def targets(report: dict) -> list[Target]:
     return rows + ingest_quality.targets(report["quality"])
 
 
-def markdown(report: dict) -> str:
+def markdown(report: dict, with_targets: bool = True) -> str:
     lines = [
         "Ingestion, end to end (upload to ready), medians; ratio to `before` (torch fp32, 1 "
         "thread):",
@@ -159,6 +159,8 @@ def markdown(report: dict) -> str:
         from bench import ingest_large
 
         lines += [ingest_large.markdown(report["large"]), ""]
+    if not with_targets:  # bench.compare lists them in its Targets table
+        return "\n".join(lines) + "\n"
     lines += ["| target | ratio | bound | |", "|---|---:|---|---|"]
     for name, ratio, bound, verdict in targets(report):
         lines.append(
