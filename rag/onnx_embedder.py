@@ -4,6 +4,10 @@ The transformer runs in ONNX Runtime on the int8 model of rag/onnx_export.py; to
 model's own `tokenizer.json` (Hugging Face tokenizers, truncated at the model's max_seq_length as
 sentence-transformers does); mean pooling over the attention mask and L2 normalisation in numpy,
 as the model's sentence-transformers modules do.
+
+Each text is run alone: dynamic int8 quantization scales activations per tensor, so in a padded
+batch a text's vector would depend on the texts beside it. Alone, a text always gets the same
+vector (a query as much as a chunk), and no padding is computed; throughput is about the same.
 """
 
 from __future__ import annotations
@@ -30,7 +34,7 @@ def _mean_pooling_only(model_dir: Path) -> None:
 class OnnxEmbedder:
     backend = "onnx-int8"
 
-    def __init__(self, path: str | None = None, threads: int = 1, batch_size: int = 16) -> None:
+    def __init__(self, path: str | None = None, threads: int = 1) -> None:
         import onnxruntime as ort
         from tokenizers import Tokenizer
 
@@ -47,7 +51,6 @@ class OnnxEmbedder:
         self._counter.no_padding()
         self._ort = ort
         self._file = str(exported_model(path))
-        self.batch_size = batch_size
         self._lock = threading.Lock()
         self.threads = threads
         self._session = self._open(threads)
@@ -86,18 +89,9 @@ class OnnxEmbedder:
         """(len(texts), dim) float32, each row of norm 1."""
         if not texts:
             return np.zeros((0, self.dim), dtype=np.float32)
-        # Texts of like length batched together: less padding computed.
-        order = sorted(range(len(texts)), key=lambda i: len(texts[i]))
-        out = np.zeros((len(texts), 0), dtype=np.float32)
         with self._lock:
-            parts = [
-                self._batch([texts[i] for i in order[s : s + self.batch_size]])
-                for s in range(0, len(texts), self.batch_size)
-            ]
-        out = np.concatenate(parts)
-        result = np.empty_like(out)
-        result[order] = out
-        return np.ascontiguousarray(result, dtype=np.float32)
+            rows = [self._batch([text])[0] for text in texts]
+        return np.ascontiguousarray(np.stack(rows), dtype=np.float32)
 
     @property
     def max_tokens(self) -> int:

@@ -246,6 +246,18 @@ def test_the_servers_worker_paces_embedding_and_waits_for_quiet_before_each_batc
     assert rig.status(doc) == ("ready", None)
 
 
+def test_each_batch_takes_every_thread_while_the_engine_is_idle_and_one_while_it_computes(
+    rig: Rig,
+):
+    doc = rig.add(paragraphs(3 * EMBED_BATCH))
+    busy = iter([False, True, False])  # asked once before each batch
+    ingest_document(
+        rig.chunks, rig.library, rig.tokenize, MODEL, doc, engine_busy=lambda: next(busy)
+    )
+    assert rig.library.embedder_.threads == [FakeLibrary.threads, 1, FakeLibrary.threads]
+    assert rig.library.embedder_.batches == [EMBED_BATCH] * 3
+
+
 # --- several workers on one database (replicas) -------------------------------------------------
 
 
