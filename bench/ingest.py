@@ -95,12 +95,18 @@ def one_server(flags: list[str], docs: list[tuple[str, bytes]], pdf_files: list)
     return out
 
 
-def run(model: str | None = None, quick: bool = False, rounds: int = 2) -> dict:
+def run(
+    model: str | None = None,
+    quick: bool = False,
+    rounds: int = 2,
+    variants: list[str] | None = None,
+    quality: bool = True,
+) -> dict:
     """Every variant `rounds` times, alternated; medians per variant and corpus."""
     plan = QUICK if quick else FULL
     docs = [(n, t.encode()) for n, _, t in corpus(plan, random.Random(1))]
     pdf_files = pdfs()
-    names = [BEFORE, DEFAULT] if quick else list(VARIANTS)
+    names = variants or ([BEFORE, DEFAULT] if quick else list(VARIANTS))
     model_flags = ["-m", model] if model else []
     runs: dict[str, list[dict]] = {n: [] for n in names}
     for r in range(1 if quick else rounds):
@@ -117,7 +123,7 @@ def run(model: str | None = None, quick: bool = False, rounds: int = 2) -> dict:
             "chunks": {k: got[0][k]["chunks"] for k in ("doc_qa", "pdfs")},
             "runs": got,
         }
-    report["quality"] = ingest_quality.run(quick=quick)
+    report["quality"] = ingest_quality.run(quick=quick) if quality else {"sets": {}}
     return report
 
 
@@ -175,12 +181,17 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--rounds", type=int, default=2)
     p.add_argument("--large", type=int, nargs="?", const=20_000, default=0, metavar="CHUNKS")
     p.add_argument("--no-servers", action="store_true", help="quality (and --large) only")
+    p.add_argument("--variants", help=f"comma-separated, of {', '.join(VARIANTS)}")
+    p.add_argument("--no-quality", action="store_true", help="skip recall@4 and MRR")
     p.add_argument("--out", type=Path, default=RESULTS)
     args = p.parse_args(argv)
     if args.no_servers:
         report = {"variants": {}, "pdfs": [], "quality": ingest_quality.run(quick=args.quick)}
     else:
-        report = run(quick=args.quick, rounds=args.rounds)
+        chosen = args.variants.split(",") if args.variants else None
+        report = run(
+            quick=args.quick, rounds=args.rounds, variants=chosen, quality=not args.no_quality
+        )
     if args.large:
         from bench import ingest_large
 

@@ -19,6 +19,10 @@ that arrives meanwhile shares the cores with one short batch at most. Each batch
 embedder's full thread budget while the engine computes nothing (`engine_busy` false) and one
 thread while it computes (a document's prefill runs on the engine while no client waits).
 Progress is written at most every PROGRESS_S: each write is a database transaction.
+
+`on_ready` (the document's prefill into the prefix cache, app/docs/doc_prefill.py) is held while
+more documents wait to be claimed, up to READY_HOLD_S: a prefill computes on the engine's cores,
+and documents queued together become ready sooner when they are embedded back to back first.
 """
 
 from __future__ import annotations
@@ -49,6 +53,7 @@ EMBED_BATCH_S = 0.05  # longest one embedding batch of the server's worker shoul
 POLL_S = 2.0  # an idle worker looks for documents no upload woke it for this often
 RENUMBER_TRIES = 10  # other workers storing chunks of the same collection meanwhile
 PROGRESS_S = 0.5  # a document's progress is written at most this often
+READY_HOLD_S = 30.0  # longest a ready document's on_ready waits for the queue to drain
 
 
 def embed_pacer() -> BackgroundPacer:
@@ -155,8 +160,11 @@ class Ingestor:
         self._wake = threading.Event()
         self._stopping = False
         self._thread: threading.Thread | None = None
-        # Called (on the worker) with each document that became ready and its collection.
+        # Called (on the worker) with each document that became ready and its collection,
+        # once no other document waits (or READY_HOLD_S after the first of them was ready).
         self.on_ready = on_ready
+        self._ready: list[tuple[CollectionRecord, str]] = []
+        self._ready_since = 0.0
 
     def start(self) -> None:
         """Start the worker; documents a previous process left unfinished go first (the
@@ -186,10 +194,22 @@ class Ingestor:
                 document_id = None
             if document_id is not None:
                 self._ingest(document_id)
-            elif self._stopping:
+                if self._ready and time.monotonic() - self._ready_since >= READY_HOLD_S:
+                    self._announce()
+                continue
+            self._announce()
+            if self._stopping:
                 return
-            else:
-                self._wake.wait(POLL_S)
+            self._wake.wait(POLL_S)
+
+    def _announce(self) -> None:
+        ready, self._ready = self._ready, []
+        for collection, document_id in ready:
+            try:
+                if self.on_ready is not None:
+                    self.on_ready(collection, document_id)
+            except Exception:
+                log.exception("on_ready of %s failed", document_id)
 
     def _ingest(self, document_id: str) -> None:
         try:
@@ -205,8 +225,10 @@ class Ingestor:
                     worker=self.worker,
                     engine_busy=self.engine_busy,
                 )
-            if collection is not None and self.on_ready is not None:
-                self.on_ready(collection, document_id)
+            if collection is not None:
+                if not self._ready:
+                    self._ready_since = time.monotonic()
+                self._ready.append((collection, document_id))
         except Exception as e:
             log.exception("ingesting %s failed", document_id)
             try:

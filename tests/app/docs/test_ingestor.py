@@ -204,6 +204,19 @@ def test_the_worker_resumes_unfinished_documents_first_and_records_a_failure(rig
     assert rig.status(bad) == ("error", "ingestion failed: the embedder broke")
 
 
+def test_documents_queued_together_are_all_embedded_before_any_is_announced_ready(rig: Rig):
+    events: list[str] = []
+    rig.library.embedder_.on_embed = lambda texts: events.append("embed " + texts[0][10:14])
+    first, second = rig.add(paragraphs(2, "one")), rig.add(paragraphs(2, "two"))
+    worker = rig.ingestor()
+    worker.on_ready = lambda collection, doc: events.append(f"ready {doc}")
+    worker.start()  # both are waiting already: the prefill of the first waits for the second
+    worker.stop()
+    embeds = [e for e in events if e.startswith("embed")]
+    assert {e[:9] for e in embeds} == {"embed one", "embed two"}
+    assert events == [*embeds, f"ready {first}", f"ready {second}"]
+
+
 # --- the real tokenizer ------------------------------------------------------------------------
 
 
