@@ -84,8 +84,23 @@ def timed_upload(base: str, files: list[tuple[str, bytes]]) -> dict:
     return {"chunks": chunks, "s": seconds, "chunks_per_s": chunks / seconds}
 
 
-def one_server(flags: list[str], docs: list[tuple[str, bytes]], pdf_files: list) -> dict:
-    with ServerProcess(*flags) as server:
+class TreeServer(ServerProcess):
+    """Our server from another source tree (the code before a change: `git archive REV | tar
+    -x -C DIR`), on this venv."""
+
+    def __init__(self, tree: Path, *args: str) -> None:
+        super().__init__(*args)
+        boot = (
+            "import os, runpy, sys; os.chdir(sys.argv[1]); sys.path.insert(0, sys.argv[1]); "
+            "sys.argv = ['app', *sys.argv[2:]]; runpy.run_module('app', run_name='__main__')"
+        )
+        self.command = [sys.executable, "-c", boot, str(tree.resolve()), *self.args]
+
+
+def one_server(
+    flags: list[str], docs: list[tuple[str, bytes]], pdf_files: list, tree: Path | None = None
+) -> dict:
+    with TreeServer(tree, *flags) if tree else ServerProcess(*flags) as server:
         base = server.base_url
         t0 = time.perf_counter()
         warm = timed_upload(base, [("warm.txt", b"One small document loads the embedder.")])
@@ -101,6 +116,7 @@ def run(
     rounds: int = 2,
     variants: list[str] | None = None,
     quality: bool = True,
+    before_tree: Path | None = None,
 ) -> dict:
     """Every variant `rounds` times, alternated; medians per variant and corpus."""
     plan = QUICK if quick else FULL
@@ -112,8 +128,12 @@ def run(
     for r in range(1 if quick else rounds):
         for name in names if r % 2 == 0 else reversed(names):
             print(f"round {r + 1}: {name}", flush=True)
-            runs[name].append(one_server([*model_flags, *VARIANTS[name]], docs, pdf_files))
+            if name == BEFORE and before_tree is not None:  # the old code, its defaults
+                runs[name].append(one_server(model_flags, docs, pdf_files, before_tree))
+            else:
+                runs[name].append(one_server([*model_flags, *VARIANTS[name]], docs, pdf_files))
     report: dict = {"variants": {}, "pdfs": [n for n, _ in pdf_files], "quick": quick}
+    report["before"] = str(before_tree) if before_tree else "torch fp32, 1 thread, this code"
     for name, got in runs.items():
         report["variants"][name] = {
             corpus_name: statistics.median(g[corpus_name]["chunks_per_s"] for g in got)
@@ -183,6 +203,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--no-servers", action="store_true", help="quality (and --large) only")
     p.add_argument("--variants", help=f"comma-separated, of {', '.join(VARIANTS)}")
     p.add_argument("--no-quality", action="store_true", help="skip recall@4 and MRR")
+    p.add_argument(
+        "--before-tree", type=Path, help="run `before` from this source tree (the old code)"
+    )
     p.add_argument("--out", type=Path, default=RESULTS)
     args = p.parse_args(argv)
     if args.no_servers:
@@ -190,7 +213,11 @@ def main(argv: list[str] | None = None) -> int:
     else:
         chosen = args.variants.split(",") if args.variants else None
         report = run(
-            quick=args.quick, rounds=args.rounds, variants=chosen, quality=not args.no_quality
+            quick=args.quick,
+            rounds=args.rounds,
+            variants=chosen,
+            quality=not args.no_quality,
+            before_tree=args.before_tree,
         )
     if args.large:
         from bench import ingest_large

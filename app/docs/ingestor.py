@@ -21,8 +21,9 @@ thread while it computes (a document's prefill runs on the engine while no clien
 Progress is written at most every PROGRESS_S: each write is a database transaction.
 
 `on_ready` (the document's prefill into the prefix cache, app/docs/doc_prefill.py) is held while
-more documents wait to be claimed, up to READY_HOLD_S: a prefill computes on the engine's cores,
-and documents queued together become ready sooner when they are embedded back to back first.
+more documents wait to be claimed or arrive within READY_GRACE_S, up to READY_HOLD_S: a prefill
+computes on the engine's cores, and documents uploaded together become ready sooner when they
+are embedded back to back first.
 """
 
 from __future__ import annotations
@@ -54,6 +55,7 @@ POLL_S = 2.0  # an idle worker looks for documents no upload woke it for this of
 RENUMBER_TRIES = 10  # other workers storing chunks of the same collection meanwhile
 PROGRESS_S = 0.5  # a document's progress is written at most this often
 READY_HOLD_S = 30.0  # longest a ready document's on_ready waits for the queue to drain
+READY_GRACE_S = 1.0  # the queue counts as drained once no document came for this long
 
 
 def embed_pacer() -> BackgroundPacer:
@@ -197,6 +199,8 @@ class Ingestor:
                 if self._ready and time.monotonic() - self._ready_since >= READY_HOLD_S:
                     self._announce()
                 continue
+            if self._ready and not self._stopping and self._wake.wait(READY_GRACE_S):
+                continue  # an upload came (documents sent one after another): ingest it first
             self._announce()
             if self._stopping:
                 return
