@@ -97,7 +97,12 @@ class Documents:
         self.library.flush()  # index files written lazily while documents came in
 
     def prefill_state(self, document_id: str) -> str | None:
-        return self.prefill.state(document_id) if self.prefill is not None else None
+        if self.prefill is None:
+            return None
+        state = self.prefill.state(document_id)
+        if state is None and self.prefill.enabled and self.ingestor.held(document_id):
+            return "queued"  # ready; its prefill waits for the documents behind it
+        return state
 
     def token_ids(self, chunks: list[ChunkRecord]) -> None:
         """Fill in token ids missing for this model (computed once, then stored)."""

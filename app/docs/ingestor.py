@@ -165,7 +165,8 @@ class Ingestor:
         # Called (on the worker) with each document that became ready and its collection,
         # once no other document waits (or READY_HOLD_S after the first of them was ready).
         self.on_ready = on_ready
-        self._ready: list[tuple[CollectionRecord, str]] = []
+        self._ready: list[tuple[CollectionRecord, str]] = []  # held; changed under the lock
+        self._ready_lock = threading.Lock()
         self._ready_since = 0.0
 
     def start(self) -> None:
@@ -207,13 +208,20 @@ class Ingestor:
             self._wake.wait(POLL_S)
 
     def _announce(self) -> None:
-        ready, self._ready = self._ready, []
-        for collection, document_id in ready:
+        """on_ready for each held document; each stays `held` until its call returned."""
+        for collection, document_id in list(self._ready):
             try:
                 if self.on_ready is not None:
                     self.on_ready(collection, document_id)
             except Exception:
                 log.exception("on_ready of %s failed", document_id)
+            with self._ready_lock:
+                self._ready.remove((collection, document_id))
+
+    def held(self, document_id: str) -> bool:
+        """Whether the document is ready and its on_ready is held back (any thread)."""
+        with self._ready_lock:
+            return any(d == document_id for _, d in self._ready)
 
     def _ingest(self, document_id: str) -> None:
         try:
@@ -230,9 +238,10 @@ class Ingestor:
                     engine_busy=self.engine_busy,
                 )
             if collection is not None:
-                if not self._ready:
-                    self._ready_since = time.monotonic()
-                self._ready.append((collection, document_id))
+                with self._ready_lock:
+                    if not self._ready:
+                        self._ready_since = time.monotonic()
+                    self._ready.append((collection, document_id))
         except Exception as e:
             log.exception("ingesting %s failed", document_id)
             try:
