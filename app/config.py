@@ -276,8 +276,17 @@ class Settings(BaseSettings):
     """largest accepted document upload, bytes (413 above)"""
     embedding_model: str | None = setting(None, "--embedding-model", group=DOCUMENTS)
     """sentence-transformers model folder (unset: the packaged all-MiniLM-L6-v2)"""
-    embedding_threads: int = setting(1, "--embedding-threads", group=DOCUMENTS, ge=1)
-    """torch threads for embeddings (the LLM engine uses the others)"""
+    embedding_threads: int = setting(2, "--embedding-threads", group=DOCUMENTS, ge=1)
+    """embedding threads while the LLM engine computes nothing (one while it does)"""
+    embedding_backend: Literal["torch", "torch-int8", "onnx-int8"] = setting(
+        "onnx-int8", "--embedding-backend", group=DOCUMENTS
+    )
+    """how documents and queries are embedded: torch fp32, torch dynamic int8, or ONNX Runtime
+    on an int8 export made once at install; a collection keeps the backend that made its
+    vectors (another is refused, 409)"""
+    doc_ann_min: int = setting(200_000, "--doc-ann-min", group=DOCUMENTS, ge=1)
+    """chunks from which a collection is searched approximately (HNSW, rebuilt after deletes)
+    instead of by an exact scan"""
     # Idle-time work (app/docs/doc_prefill.py): the first question on a document reuses it.
     doc_prefill_tokens: int = setting(1024, "--doc-prefill-tokens", group=DOCUMENTS, ge=0)
     """tokens of each new document (head + leading chunks) computed into the prefix cache while

@@ -3,7 +3,7 @@
     python -m bench.compare [--quick] [--servers ours,llama-server,llama-cpp-python]
                             [--mmproj PATH|tiny] [--out DIR] [--no-docs]
                             [--no-decode-churn] [--no-doc-qa] [--no-background]
-                            [--no-speculation] [--no-cluster]
+                            [--no-ingest] [--no-speculation] [--no-cluster]
 
 One run holds every comparison of the project, so one table answers "where do we stand", and
 a change that helps one row and hurts another shows both:
@@ -22,6 +22,8 @@ a change that helps one row and hurts another shows both:
    fed the same retrieved chunks;
 4. background work (bench/background.py, `--no-background` skips): ours alone, a chat request
    while documents are ingested and prefilled against the same request on the idle server;
+   then ingestion speed and retrieval quality per embedding backend (bench/ingest.py,
+   `--no-ingest` skips; its 20,000-chunk part runs alone: `python -m bench.ingest --large`);
 5. speculative decoding (bench/speculation.py, `--no-speculation` skips): ours with and without
    `--spec-type ngram-docs` and llama-server with `--spec-type ngram-simple`, one at a time;
 6. replicas behind nginx (bench/cluster.py, `--no-cluster` skips): ours alone, 3 replicas on
@@ -54,7 +56,7 @@ from collections.abc import Callable
 from functools import partial
 from pathlib import Path
 
-from bench import background, cluster, decode_churn, doc_qa, peers, prefix, speculation
+from bench import background, cluster, decode_churn, doc_qa, ingest, peers, prefix, speculation
 from bench.peers import eog_logit_bias
 from bench.report import BENCHMARKS, README, chart, headline, markdown, write_between_markers
 from bench.server_process import ROOT
@@ -140,6 +142,11 @@ def main(argv: list[str] | None = None) -> int:
         help="skip the background-work row (bench.background)",
     )
     p.add_argument(
+        "--no-ingest",
+        action="store_true",
+        help="skip the ingestion rows per embedding backend (bench.ingest)",
+    )
+    p.add_argument(
         "--no-speculation",
         action="store_true",
         help="skip the speculative-decoding rows (bench.speculation)",
@@ -195,6 +202,9 @@ def main(argv: list[str] | None = None) -> int:
     if not args.no_background and "ours" in names:
         bg = partial(background.run, model, args.quick)
         run_part(report, "background", "background-work row", bg)
+    if not args.no_ingest and "ours" in names:
+        ing = partial(ingest.run, model, args.quick)
+        run_part(report, "ingest", "ingestion rows", ing)
     if not args.no_speculation and {"ours", "llama-server"} <= set(names):
         spec = partial(speculation.run, model, args.quick)
         run_part(report, "speculation", "speculative-decoding rows", spec)

@@ -13,7 +13,16 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from bench import background, cluster_report, decode_churn, doc_qa, peers, prefix, speculation
+from bench import (
+    background,
+    cluster_report,
+    decode_churn,
+    doc_qa,
+    ingest,
+    peers,
+    prefix,
+    speculation,
+)
 from bench.server_process import ROOT
 from bench.targets import Target, table_lines
 
@@ -32,6 +41,8 @@ def targets(report: dict) -> list[Target]:
         rows += doc_qa.targets(report["doc_qa"])
     if report.get("background"):
         rows += background.targets(report["background"])
+    if report.get("ingest"):
+        rows += ingest.targets(report["ingest"])
     if report.get("speculation"):
         rows += speculation.targets(report["speculation"])
     if report.get("cluster"):
@@ -85,6 +96,8 @@ def markdown(report: dict) -> str:
         lines += ["", doc_qa.markdown(report["doc_qa"]).rstrip("\n")]
     if report.get("background"):
         lines += ["", background.markdown(report["background"]).rstrip("\n")]
+    if report.get("ingest"):
+        lines += ["", ingest.markdown(report["ingest"], with_targets=False).rstrip("\n")]
     if report.get("speculation"):
         lines += ["", speculation.markdown(report["speculation"]).rstrip("\n")]
     if report.get("cluster"):

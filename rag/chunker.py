@@ -44,7 +44,7 @@ class Chunker:
     def split(self, doc: LoadedDocument) -> list[Chunk]:
         """Pages (when the format has them) are split on their own: a chunk never spans two
         pages, so its page number is exact."""
-        splitter = self._markdown if doc.kind == "markdown" else self._text
+        splitter = self._markdown if doc.kind in ("markdown", "docx") else self._text
         bounds = [*doc.page_starts, len(doc.text)] if doc.page_starts else [0, len(doc.text)]
         chunks: list[Chunk] = []
         for page_start, page_end in zip(bounds, bounds[1:], strict=False):

@@ -4,9 +4,12 @@ The database holds the vectors; the saved file is a cache of them. `load` refuse
 ids differ from the database's (stale) or that FAISS cannot read (damaged), and the caller
 rebuilds it from the vectors.
 
-Search is exact (a flat scan) up to ANN_MIN vectors, then approximate (HNSW, built in memory on
-top of the flat index, kept up to date on adds and rebuilt after removals). A flat scan's time
-grows with the vectors (figures: docs/kv-reuse.md, Measurements).
+Search is exact (a flat scan) below `ann_min` vectors (ANN_MIN unless told, `--doc-ann-min`),
+then approximate (HNSW, built in memory on top of the flat index, kept up to date on adds and
+rebuilt after removals: a rebuild takes seconds per ten thousand vectors, so it pays only where
+flat scans have become slow). A flat scan's time grows with the vectors (figures:
+docs/documents.md, Large collections). FAISS searches on one OpenMP thread: a single query's scan
+is short, and OpenMP threads that spin-wait on cores the LLM engine uses are slower than one.
 """
 
 from __future__ import annotations
@@ -17,8 +20,10 @@ from pathlib import Path
 import faiss
 import numpy as np
 
-ANN_MIN = 20_000  # about where a flat search stops being cheap (see above)
+ANN_MIN = 200_000  # about where a flat scan of 384-dim vectors nears 50 ms on one core
 HNSW_M = 32
+
+faiss.omp_set_num_threads(1)  # see above; process-wide, and FAISS is its only user here
 
 
 class VectorIndex:
@@ -42,8 +47,10 @@ class VectorIndex:
         return self._ann
 
     @classmethod
-    def build(cls, dim: int, ids: list[int], vectors: np.ndarray) -> VectorIndex:
-        index = cls(dim)
+    def build(
+        cls, dim: int, ids: list[int], vectors: np.ndarray, ann_min: int = ANN_MIN
+    ) -> VectorIndex:
+        index = cls(dim, ann_min)
         index.add(ids, vectors)
         return index
 
@@ -95,16 +102,25 @@ class VectorIndex:
         os.replace(tmp, path)
 
     @classmethod
-    def load(cls, path: Path, dim: int, expected_ids: set[int]) -> VectorIndex | None:
-        """The saved index, or None if it is missing, damaged or not of exactly these ids."""
+    def load(
+        cls,
+        path: Path,
+        dim: int | None = None,
+        expected_ids: set[int] | None = None,
+        ann_min: int = ANN_MIN,
+    ) -> VectorIndex | None:
+        """The saved index, or None if it is missing, damaged, not of `dim` dimensions or (with
+        `expected_ids`) not of exactly these ids."""
         try:
             raw = faiss.read_index(str(path))
         except (RuntimeError, OSError):
             return None
-        if raw.d != dim or not isinstance(raw, faiss.IndexIDMap2):
+        if (dim is not None and raw.d != dim) or not isinstance(raw, faiss.IndexIDMap2):
             return None
-        index = cls(dim)
+        index = cls(raw.d, ann_min)
         index._index = raw
-        if len(index) != len(expected_ids) or index.ids() != expected_ids:
+        if expected_ids is not None and (
+            len(index) != len(expected_ids) or index.ids() != expected_ids
+        ):
             return None
         return index

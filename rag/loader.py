@@ -1,9 +1,10 @@
 """Loaders: bytes of an uploaded file -> `LoadedDocument` (plain text and where pages start).
 
 Plain text, Markdown (kept as written: it reads well to the model and the splitter knows its
-structure), HTML (text only, scripts and styles dropped) and PDF (pypdf, one page after another,
-page numbers kept). Anything else, or a file that is empty, corrupt or over the byte limit, raises
-`DocumentError` saying why; nothing is half-loaded.
+structure), HTML (text only, scripts and styles dropped), PDF (pypdf, one page after another,
+page numbers kept), DOCX (as Markdown, rag/docx_loader.py) and source code or any other `text/*`
+upload (as plain text). Anything else, or a file that is empty, corrupt or over the byte limit,
+raises `DocumentError` saying why; nothing is half-loaded.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from dataclasses import dataclass, field
 from html.parser import HTMLParser
 from pathlib import PurePath
 
+from rag.docx_loader import docx_text
 from rag.errors import DocumentError
 
 KINDS = {
@@ -25,12 +27,87 @@ KINDS = {
     ".html": "html",
     ".htm": "html",
     ".pdf": "pdf",
+    ".docx": "docx",
 }
+# Source code and other plain-text formats: read as text, whatever their content type says.
+TEXT_SUFFIXES = frozenset(
+    {
+        ".py",
+        ".pyi",
+        ".js",
+        ".mjs",
+        ".cjs",
+        ".ts",
+        ".tsx",
+        ".jsx",
+        ".java",
+        ".kt",
+        ".scala",
+        ".go",
+        ".rs",
+        ".c",
+        ".h",
+        ".cc",
+        ".cpp",
+        ".hpp",
+        ".cs",
+        ".rb",
+        ".php",
+        ".swift",
+        ".m",
+        ".sh",
+        ".bash",
+        ".zsh",
+        ".ps1",
+        ".sql",
+        ".r",
+        ".jl",
+        ".lua",
+        ".pl",
+        ".hs",
+        ".ml",
+        ".ex",
+        ".exs",
+        ".erl",
+        ".clj",
+        ".dart",
+        ".vue",
+        ".svelte",
+        ".css",
+        ".scss",
+        ".less",
+        ".json",
+        ".jsonl",
+        ".yaml",
+        ".yml",
+        ".toml",
+        ".ini",
+        ".cfg",
+        ".conf",
+        ".env",
+        ".xml",
+        ".csv",
+        ".tsv",
+        ".rst",
+        ".adoc",
+        ".tex",
+        ".log",
+        ".diff",
+        ".patch",
+        ".proto",
+        ".graphql",
+        ".cmake",
+        ".gradle",
+        ".properties",
+    }
+)
+ACCEPTED = ".txt, .md, .html, .pdf, .docx, source code, or any text/* content type"
 MIME_KINDS = {
     "text/plain": "text",
     "text/markdown": "markdown",
     "text/html": "html",
     "application/pdf": "pdf",
+    "application/vnd.openxmlformats-officedocument.wordprocessingml.document": "docx",
 }
 PAGE_BREAK = "\n\n"
 
@@ -38,7 +115,7 @@ PAGE_BREAK = "\n\n"
 @dataclass(slots=True)
 class LoadedDocument:
     text: str
-    kind: str  # text | markdown | html | pdf
+    kind: str  # text | markdown | html | pdf | docx
     # Character offset where each page starts (PDF: page i+1 starts at page_starts[i]); empty
     # for formats without pages.
     page_starts: list[int] = field(default_factory=list)
@@ -51,11 +128,13 @@ class LoadedDocument:
 
 
 def kind_of(filename: str, content_type: str | None = None) -> str:
-    kind = KINDS.get(PurePath(filename).suffix.lower())
-    if kind is None and content_type:
-        kind = MIME_KINDS.get(content_type.split(";")[0].strip().lower())
+    suffix = PurePath(filename).suffix.lower()
+    kind = KINDS.get(suffix) or ("text" if suffix in TEXT_SUFFIXES else None)
+    mime = (content_type or "").split(";")[0].strip().lower()
+    if kind is None and mime:
+        kind = MIME_KINDS.get(mime) or ("text" if mime.startswith("text/") else None)
     if kind is None:
-        raise DocumentError(f"unsupported file type {filename!r}: send .txt, .md, .html or .pdf")
+        raise DocumentError(f"unsupported file type {filename!r}: send {ACCEPTED}")
     return kind
 
 
@@ -72,6 +151,8 @@ def load(
         raise DocumentError(f"the file {filename!r} is empty")
     if kind == "pdf":
         doc = _pdf(data)
+    elif kind == "docx":
+        doc = LoadedDocument(docx_text(data), kind)
     else:
         text = _decode(data)
         doc = LoadedDocument(_html_text(text) if kind == "html" else text, kind)

@@ -74,6 +74,7 @@ def collection_json(c: CollectionRecord) -> dict[str, Any]:
         "overlap_tokens": c.overlap_tokens,
         "system_prompt": c.system_prompt,
         "n_documents": c.n_documents,
+        "embedding_backend": c.embedding_backend,
         "created_at": int(c.created_at.timestamp()),
     }
 

@@ -37,6 +37,19 @@ class NumbersTaken(Exception):
         self.next = next_number
 
 
+class BackendMismatch(Exception):
+    """The collection's vectors were made by another embedding backend than this one."""
+
+    def __init__(self, collection_id: str, have: str, want: str) -> None:
+        super().__init__(
+            f"collection {collection_id} holds vectors made by the embedding backend {have!r}; "
+            f"this server embeds with {want!r} (--embedding-backend): vectors of two backends "
+            f"are not mixed in one collection. Start the server with --embedding-backend "
+            f"{have}, or use another collection"
+        )
+        self.collection_id, self.have, self.want = collection_id, have, want
+
+
 class ChunkStore:
     def __init__(self, store: Store) -> None:
         self._tx = store._tx  # noqa: SLF001 (one engine, one transaction discipline)
@@ -103,13 +116,16 @@ class ChunkStore:
         token_ids: list[list[int]],
         first_number: int,
         worker: str | None = None,
+        backend: str | None = None,
     ) -> bool:
         """Store all chunks, their vectors and token ids and mark the document ready, in one
         transaction: a document is searchable whole or not at all. False if it was deleted or
         (with `worker`) that worker no longer holds its claim.
 
         Chunk i gets number first_number + i (from `next_number`; its header holds it);
-        NumbersTaken if another worker has stored chunks under those numbers meanwhile."""
+        NumbersTaken if another worker has stored chunks under those numbers meanwhile;
+        BackendMismatch if the collection's vectors were made by another `backend` (the first
+        document's backend becomes the collection's)."""
         with self._tx(write=True) as s:
             found = s.scalar(select(Document.collection_id).where(Document.id == document_id))
             if found is None:
@@ -117,6 +133,12 @@ class ChunkStore:
             # The collection's row first (the order deletes lock in): this also serialises the
             # workers finishing documents of one collection, so the numbers checked stay free.
             bump_version(s, found)
+            if backend is not None:
+                collection = s.get(Collection, found)
+                if collection.embedding_backend is None:
+                    collection.embedding_backend = backend
+                elif collection.embedding_backend != backend:
+                    raise BackendMismatch(found, collection.embedding_backend, backend)
             d = s.scalar(select(Document).where(Document.id == document_id).with_for_update())
             if d is None or (worker is not None and d.claimed_by != worker):
                 return False
@@ -208,6 +230,12 @@ class ChunkStore:
         with self._tx() as s:
             rows = s.execute(query.order_by(DocChunk.id)).all()
         return [r[0] for r in rows], [np.frombuffer(r[1], dtype=np.float32) for r in rows]
+
+    def backend_of(self, collection_id: str) -> str | None:
+        """The embedding backend that made the collection's vectors (None: none yet)."""
+        with self._tx() as s:
+            query = select(Collection.embedding_backend).where(Collection.id == collection_id)
+            return s.scalar(query)
 
     def collection_ids(self) -> list[str]:
         with self._tx() as s:

@@ -21,6 +21,7 @@ class CollectionRecord:
     system_prompt: str | None
     created_at: datetime
     n_documents: int = 0
+    embedding_backend: str | None = None  # what made its vectors; None while it has none
 
 
 @dataclass(slots=True)
@@ -75,6 +76,7 @@ def collection_record(c: Collection, n_documents: int = 0) -> CollectionRecord:
         c.system_prompt,
         c.created_at,
         n_documents,
+        c.embedding_backend,
     )
 
 

@@ -229,6 +229,9 @@ class Collection(Base):
     # Bumped in the transaction that makes a document ready or deletes one: a replica's search
     # index that was synced at another version is stale (app/docs/library.py).
     version: Mapped[int] = mapped_column(Integer, default=0, server_default="0")
+    # The embedding backend that made the collection's vectors (rag/embedder.py BACKENDS), set
+    # by its first ingested document; vectors of another backend are never added (issue 31).
+    embedding_backend: Mapped[str | None] = mapped_column(String(32), nullable=True)
 
 
 class Document(Base):
@@ -246,7 +249,7 @@ class Document(Base):
         String(64), ForeignKey("collections.id", ondelete="CASCADE")
     )
     filename: Mapped[str] = mapped_column(Text)
-    kind: Mapped[str] = mapped_column(String(16))  # text | markdown | html | pdf
+    kind: Mapped[str] = mapped_column(String(16))  # text | markdown | html | pdf | docx
     sha256: Mapped[str] = mapped_column(String(64))  # of the uploaded bytes
     text: Mapped[str] = mapped_column(Text)  # extracted text: what ingestion (re)starts from
     page_starts: Mapped[list[int]] = mapped_column(Json)

@@ -47,6 +47,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     ingest.add_argument("--database-url")
     ingest.add_argument("--embedding-model")
     ingest.add_argument("--embedding-threads", type=int)
+    ingest.add_argument("--embedding-backend")
     ingest.add_argument("--doc-max-bytes", type=int)
     return p.parse_args(argv)
 
@@ -69,7 +70,11 @@ def main(argv: list[str] | None = None) -> int:
     )
     model = Model(EngineConfig(settings.model_path(), n_ctx=256, n_parallel=1, warmup=False))
     library = DocLibrary(
-        chunk_store, settings.index_dir(), settings.embedding_model, settings.embedding_threads or 2
+        chunk_store,
+        settings.index_dir(),
+        settings.embedding_model,
+        settings.embedding_threads,
+        settings.embedding_backend,
     )
     key = cached_fingerprint(model.path)
     worker = f"cli:{socket.gethostname()[:100]}:{os.getpid()}"
@@ -125,6 +130,7 @@ def main(argv: list[str] | None = None) -> int:
                     failed += 1
         print(f"collection {args.collection} ({collection.id})")
     finally:
+        library.flush()
         model.close()
         store.close()
     return 1 if failed else 0

@@ -42,6 +42,8 @@ async def take_in(
     filename, data = upload.filename, upload.data
     if "\x00" in filename:
         raise RequestError("the filename must not contain NUL characters", param="filename")
+    # Vectors of another backend are not mixed in (409): refused before anything is stored.
+    await asyncio.to_thread(docs.library.check_backend, collection_id)
     try:  # parsing (PDF) is CPU work: off the event loop; junk is refused before storing
         loaded = await asyncio.to_thread(load, filename, data, docs.max_bytes, upload.content_type)
     except DocumentError as e:

@@ -44,7 +44,12 @@ class Documents:
         """`salt_of`: a tenant's cache salt (a document's prefill is cached under it)."""
         docs, chunk_store = DocumentStore(store), ChunkStore(store)
         library = DocLibrary(
-            chunk_store, settings.index_dir(), settings.embedding_model, settings.embedding_threads
+            chunk_store,
+            settings.index_dir(),
+            settings.embedding_model,
+            settings.embedding_threads,
+            settings.embedding_backend,
+            settings.doc_ann_min,
         )
         key = engine.model_fingerprint
         prompts = DocPrompter(prompter, engine.tokenizer)
@@ -61,6 +66,7 @@ class Documents:
             engine.wait_for_quiet,
             worker=worker_id(settings.data_dir),
             lease_s=settings.ingest_lease,
+            engine_busy=lambda: engine.computing,
         )
         max_bytes = settings.doc_max_bytes
 
@@ -88,9 +94,15 @@ class Documents:
         if self.deletions is not None:
             self.deletions.stop()
         self.ingestor.stop()
+        self.library.flush()  # index files written lazily while documents came in
 
     def prefill_state(self, document_id: str) -> str | None:
-        return self.prefill.state(document_id) if self.prefill is not None else None
+        if self.prefill is None:
+            return None
+        state = self.prefill.state(document_id)
+        if state is None and self.prefill.enabled and self.ingestor.held(document_id):
+            return "queued"  # ready; its prefill waits for the documents behind it
+        return state
 
     def token_ids(self, chunks: list[ChunkRecord]) -> None:
         """Fill in token ids missing for this model (computed once, then stored)."""

@@ -15,7 +15,15 @@ restarted replica takes back its own documents at once.
 Embedding is background work on cores the engine needs: before each batch the worker waits
 until no client request is being received, queued or run (`wait_for_quiet`), and its batches are
 paced to take at most `EMBED_BATCH_S` (`BackgroundPacer`, from the measured rate), so a request
-that arrives meanwhile shares the cores with one short batch at most.
+that arrives meanwhile shares the cores with one short batch at most. Each batch takes the
+embedder's full thread budget while the engine computes nothing (`engine_busy` false) and one
+thread while it computes (a document's prefill runs on the engine while no client waits).
+Progress is written at most every PROGRESS_S: each write is a database transaction.
+
+`on_ready` (the document's prefill into the prefix cache, app/docs/doc_prefill.py) is held while
+more documents wait to be claimed or arrive within READY_GRACE_S, up to READY_HOLD_S: a prefill
+computes on the engine's cores, and documents uploaded together become ready sooner when they
+are embedded back to back first.
 """
 
 from __future__ import annotations
@@ -40,10 +48,14 @@ log = logging.getLogger(__name__)
 
 Tokenize = Callable[[str], list[int]]
 WaitForQuiet = Callable[[], object]  # blocks while client requests are served
+EngineBusy = Callable[[], bool]  # whether the engine computes anything now
 EMBED_BATCH = 8  # chunks per batch where nothing else runs (the command-line ingest)
 EMBED_BATCH_S = 0.05  # longest one embedding batch of the server's worker should take
 POLL_S = 2.0  # an idle worker looks for documents no upload woke it for this often
 RENUMBER_TRIES = 10  # other workers storing chunks of the same collection meanwhile
+PROGRESS_S = 0.5  # a document's progress is written at most this often
+READY_HOLD_S = 30.0  # longest a ready document's on_ready waits for the queue to drain
+READY_GRACE_S = 1.0  # the queue counts as drained once no document came for this long
 
 
 def embed_pacer() -> BackgroundPacer:
@@ -61,10 +73,12 @@ def ingest_document(
     wait_for_quiet: WaitForQuiet = lambda: None,
     pacer: BackgroundPacer | None = None,
     worker: str | None = None,
+    engine_busy: EngineBusy = lambda: False,
 ) -> CollectionRecord | None:
     """Ingest one stored document; its collection when it became ready, None if it was
     deleted meanwhile or (with `worker`, the holder of its claim) another worker took it over.
-    Raises on failure. `pacer`: sizes the embedding batches (None: EMBED_BATCH chunks each)."""
+    Raises on failure. `pacer`: sizes the embedding batches (None: EMBED_BATCH chunks each);
+    `engine_busy`: one embedding thread while it says so, the library's budget otherwise."""
     found = store.ingest_input(document_id)
     if found is None:
         return None  # deleted meanwhile
@@ -85,10 +99,12 @@ def ingest_document(
 
     first = store.next_number(collection.id)
     token_ids = headed(first)
+    library.check_backend(collection.id)  # before the work: another backend's collection
     embedder = library.embedder()
-    vectors, done = [], 0
+    vectors, done, written = [], 0, time.monotonic()
     while done < len(chunks):
         wait_for_quiet()
+        embedder.set_threads(1 if engine_busy() else library.threads)
         size = pacer.tokens() if pacer is not None else EMBED_BATCH
         batch = chunks[done : done + size]
         t0 = time.perf_counter()
@@ -96,8 +112,10 @@ def ingest_document(
         if pacer is not None:
             pacer.observe(len(batch), time.perf_counter() - t0)
         done += len(batch)
-        if not store.set_progress(document_id, "processing", done, len(chunks), worker=worker):
-            return None
+        if done < len(chunks) and time.monotonic() - written >= PROGRESS_S:
+            written = time.monotonic()
+            if not store.set_progress(document_id, "processing", done, len(chunks), worker=worker):
+                return None
         if progress is not None:
             progress(done, len(chunks))
     matrix = np.concatenate(vectors)
@@ -107,7 +125,9 @@ def ingest_document(
     ]
     for _ in range(RENUMBER_TRIES):
         try:
-            if not store.finish_document(document_id, new, model, token_ids, first, worker):
+            if not store.finish_document(
+                document_id, new, model, token_ids, first, worker, library.backend
+            ):
                 return None
             break
         except NumbersTaken as taken:  # another replica stored chunks of this collection
@@ -131,18 +151,23 @@ class Ingestor:
         wait_for_quiet: WaitForQuiet = lambda: None,
         worker: str = "ingest",
         lease_s: float = 30.0,
+        engine_busy: EngineBusy = lambda: False,
     ) -> None:
         """`worker`: this replica's id in claims (app/docs/ingest_lease.py `worker_id`);
         `lease_s`: how long a claim lasts unless renewed (--ingest-lease)."""
         self.store, self.library, self.tokenize, self.model = store, library, tokenize, model
-        self.wait_for_quiet = wait_for_quiet
+        self.wait_for_quiet, self.engine_busy = wait_for_quiet, engine_busy
         self.worker, self.lease_s = worker, lease_s
         self.pacer = embed_pacer()  # keeps its measured rate from one document to the next
         self._wake = threading.Event()
         self._stopping = False
         self._thread: threading.Thread | None = None
-        # Called (on the worker) with each document that became ready and its collection.
+        # Called (on the worker) with each document that became ready and its collection,
+        # once no other document waits (or READY_HOLD_S after the first of them was ready).
         self.on_ready = on_ready
+        self._ready: list[tuple[CollectionRecord, str]] = []  # held; changed under the lock
+        self._ready_lock = threading.Lock()
+        self._ready_since = 0.0
 
     def start(self) -> None:
         """Start the worker; documents a previous process left unfinished go first (the
@@ -172,10 +197,31 @@ class Ingestor:
                 document_id = None
             if document_id is not None:
                 self._ingest(document_id)
-            elif self._stopping:
+                if self._ready and time.monotonic() - self._ready_since >= READY_HOLD_S:
+                    self._announce()
+                continue
+            if self._ready and not self._stopping and self._wake.wait(READY_GRACE_S):
+                continue  # an upload came (documents sent one after another): ingest it first
+            self._announce()
+            if self._stopping:
                 return
-            else:
-                self._wake.wait(POLL_S)
+            self._wake.wait(POLL_S)
+
+    def _announce(self) -> None:
+        """on_ready for each held document; each stays `held` until its call returned."""
+        for collection, document_id in list(self._ready):
+            try:
+                if self.on_ready is not None:
+                    self.on_ready(collection, document_id)
+            except Exception:
+                log.exception("on_ready of %s failed", document_id)
+            with self._ready_lock:
+                self._ready.remove((collection, document_id))
+
+    def held(self, document_id: str) -> bool:
+        """Whether the document is ready and its on_ready is held back (any thread)."""
+        with self._ready_lock:
+            return any(d == document_id for _, d in self._ready)
 
     def _ingest(self, document_id: str) -> None:
         try:
@@ -189,9 +235,13 @@ class Ingestor:
                     wait_for_quiet=self.wait_for_quiet,
                     pacer=self.pacer,
                     worker=self.worker,
+                    engine_busy=self.engine_busy,
                 )
-            if collection is not None and self.on_ready is not None:
-                self.on_ready(collection, document_id)
+            if collection is not None:
+                with self._ready_lock:
+                    if not self._ready:
+                        self._ready_since = time.monotonic()
+                    self._ready.append((collection, document_id))
         except Exception as e:
             log.exception("ingesting %s failed", document_id)
             try:

@@ -9,56 +9,90 @@ An index is a cache of the database, which other replicas (and `python -m app do
 change too: each is synced at its collection's version (app/db/collection_version.py), checked
 before every use. A newer version brings the index up to date (chunks added, chunks of deleted
 documents removed), so a document made ready anywhere is found here and a deleted one never is.
+A file that lags the database (saved before the last changes, which are written at most every
+SAVE_EVERY_S and at shutdown) is brought up to date the same way at start-up: a restart
+neither re-embeds nor rebuilds.
+
+Each collection keeps the embedding backend that made its vectors (`--embedding-backend`); a
+server of another backend refuses to add to it or search it (409), since its query vectors would
+be compared with vectors of another model's making.
 """
 
 from __future__ import annotations
 
 import logging
 import threading
+import time
 from pathlib import Path
 
 import numpy as np
 
-from app.db.chunk_store import ChunkStore
+from app.db.chunk_store import BackendMismatch, ChunkStore
+from app.engine.request import RequestError
 from rag.bm25 import Bm25Index
-from rag.embedder import Embedder
-from rag.index import VectorIndex
+from rag.embedder import DEFAULT_BACKEND, load_embedder
+from rag.index import ANN_MIN, VectorIndex
 from rag.retriever import Hit, retrieve
 
 log = logging.getLogger(__name__)
 
 DIM = 384  # all-MiniLM-L6-v2; another model's size is read once it is loaded
+SAVE_EVERY_S = 10.0  # an index file is rewritten at most this often while documents come in
 
 
 class DocLibrary:
     def __init__(
-        self, store: ChunkStore, index_dir: Path, model_path: str | None, threads: int
+        self,
+        store: ChunkStore,
+        index_dir: Path,
+        model_path: str | None,
+        threads: int,
+        backend: str = DEFAULT_BACKEND,
+        ann_min: int = ANN_MIN,
     ) -> None:
+        """`threads`: the embedder's most threads (the ingestion worker lowers them while the
+        engine computes)."""
         self.store = store
         self.index_dir = index_dir
+        self.backend = backend
+        self.ann_min = ann_min  # vectors from which a collection is searched by HNSW
         self._model_path = model_path
-        self._threads = threads
-        self._embedder: Embedder | None = None
+        self.threads = threads
+        self._embedder = None  # rag.embedder's Embedder or OnnxEmbedder, once loaded
         self._load_lock = threading.Lock()
         self._lock = threading.Lock()  # guards the two dicts below and index changes
         self._indexes: dict[str, VectorIndex] = {}
         self._versions: dict[str, int] = {}  # the version each index was synced at
         self._bm25: dict[str, Bm25Index] = {}
+        self._dirty: set[str] = set()  # collections whose file lags their index
+        self._written: dict[str, float] = {}  # collection -> when its file was last written
+        self._backends: dict[str, str] = {}  # collections whose backend is known to be ours
 
     @property
     def loaded(self) -> bool:
         return self._embedder is not None
 
-    def embedder(self) -> Embedder:
+    def embedder(self):  # noqa: ANN201 (Embedder or OnnxEmbedder: the same methods)
         with self._load_lock:
             if self._embedder is None:
                 log.info("loading the embedding model")
-                self._embedder = Embedder(self._model_path, self._threads)
+                self._embedder = load_embedder(self.backend, self._model_path, self.threads)
             return self._embedder
 
     @property
     def dim(self) -> int:
         return self._embedder.dim if self._embedder is not None else DIM
+
+    def check_backend(self, collection_id: str) -> None:
+        """Raise (409) if the collection's vectors were made by another embedding backend."""
+        if collection_id in self._backends:
+            return
+        have = self.store.backend_of(collection_id)
+        if have is not None and have != self.backend:
+            mismatch = BackendMismatch(collection_id, have, self.backend)
+            raise RequestError(str(mismatch), code="embedding_backend_mismatch", status=409)
+        if have is not None:
+            self._backends[collection_id] = have
 
     def _path(self, collection_id: str) -> Path:
         return self.index_dir / f"{collection_id}.faiss"
@@ -90,21 +124,42 @@ class DocLibrary:
         index.remove(gone)
         if ids:
             if len(index) == 0 and index.dim != len(vectors[0]):  # empty, sized by default
-                index = self._indexes[collection_id] = VectorIndex(len(vectors[0]))
+                index = self._indexes[collection_id] = VectorIndex(len(vectors[0]), self.ann_min)
             index.add(ids, np.stack(vectors))
         log.info("index of %s synced: %d chunks added, %d gone", collection_id, len(ids), len(gone))
-        index.save(self._path(collection_id))
-        self._bm25.pop(collection_id, None)
+        self._changed(collection_id, index)
         return index
 
-    def _load(self, collection_id: str) -> VectorIndex:
-        ids, vectors, _ = self.store.vectors(collection_id, self.dim)
-        dim = vectors.shape[1]
-        index = VectorIndex.load(self._path(collection_id), dim, set(ids))
-        if index is None:
-            log.info("rebuilding the index of %s from the database", collection_id)
-            index = VectorIndex.build(dim, ids, vectors)
+    def _changed(self, collection_id: str, index: VectorIndex) -> None:
+        """Under _lock: the index changed; its file is rewritten unless it was lately (the
+        database is the truth: a file that lags it is synced at the next start)."""
+        self._bm25.pop(collection_id, None)
+        self._dirty.add(collection_id)
+        now = time.monotonic()
+        if now - self._written.get(collection_id, float("-inf")) >= SAVE_EVERY_S:
             index.save(self._path(collection_id))
+            self._dirty.discard(collection_id)
+            self._written[collection_id] = now
+
+    def flush(self) -> None:
+        """Write every index changed since its file last was (at shutdown)."""
+        with self._lock:
+            for collection_id in sorted(self._dirty):
+                if collection_id in self._indexes:
+                    self._indexes[collection_id].save(self._path(collection_id))
+            self._dirty.clear()
+
+    def _load(self, collection_id: str) -> VectorIndex:
+        """The saved file brought up to date (only the chunks it lacks are read), or, when it
+        is missing or damaged, rebuilt from every stored vector."""
+        index = VectorIndex.load(self._path(collection_id), ann_min=self.ann_min)
+        if index is not None:
+            self._indexes[collection_id] = index
+            return self._sync(collection_id, index)
+        log.info("rebuilding the index of %s from the database", collection_id)
+        ids, vectors, _ = self.store.vectors(collection_id, self.dim)
+        index = VectorIndex.build(vectors.shape[1], ids, vectors, self.ann_min)
+        index.save(self._path(collection_id))
         self._indexes[collection_id] = index
         return index
 
@@ -127,24 +182,24 @@ class DocLibrary:
         index = self.index(collection_id)
         with self._lock:
             if len(index) == 0 and index.dim != vectors.shape[1]:  # empty, sized by default
-                index = self._indexes[collection_id] = VectorIndex(vectors.shape[1])
+                index = self._indexes[collection_id] = VectorIndex(vectors.shape[1], self.ann_min)
             if not set(ids) & index.ids():
                 index.add(ids, vectors)
-            index.save(self._path(collection_id))
-            self._bm25.pop(collection_id, None)
+            self._changed(collection_id, index)
 
     def removed(self, collection_id: str, ids: list[int]) -> None:
         index = self.index(collection_id)
         with self._lock:
             index.remove(ids)
-            index.save(self._path(collection_id))
-            self._bm25.pop(collection_id, None)
+            self._changed(collection_id, index)
 
     def dropped(self, collection_id: str) -> None:
         with self._lock:
             self._indexes.pop(collection_id, None)
             self._versions.pop(collection_id, None)
             self._bm25.pop(collection_id, None)
+            self._dirty.discard(collection_id)
+            self._backends.pop(collection_id, None)
         self._path(collection_id).unlink(missing_ok=True)
 
     def search(
@@ -157,6 +212,7 @@ class DocLibrary:
         hybrid: bool,
     ) -> list[Hit]:
         """Blocking (embeds the query): call from a worker thread."""
+        self.check_backend(collection_id)
         vector = self.embedder().embed_query(query)
         return retrieve(
             self.index(collection_id),

@@ -344,6 +344,13 @@ class Engine:
         return self.quiet.wait(timeout)
 
     @property
+    def computing(self) -> bool:
+        """Whether the engine has any task, a client's or background (a document's prefill):
+        background work on other threads then leaves it the cores it uses. A racy read of the
+        scheduler's lists, good for a hint."""
+        return self.scheduler.has_work
+
+    @property
     def n_yielding(self) -> int:
         """Background workers waiting in `wait_for_quiet` now."""
         return self.quiet.n_waiting

@@ -4,6 +4,7 @@ import pytest
 
 from rag.errors import DocumentError
 from rag.loader import load
+from tests.rag.docx_files import corrupt_docx, empty_docx, make_docx
 from tests.rag.pdfs import make_pdf
 
 LIMIT = 1 << 20
@@ -29,6 +30,25 @@ def test_pdf_keeps_page_numbers():
     assert doc.page_at(doc.text.index("cats")) == 1
 
 
+def test_docx_is_read_as_markdown():
+    doc = load("notes.docx", make_docx("Bread", ["Sourdough rises slowly."]), LIMIT)
+    assert (doc.kind, doc.text.splitlines()[0]) == ("docx", "# Bread")
+
+
+@pytest.mark.parametrize(
+    ("name", "content_type"),
+    [("main.py", None), ("lib.rs", None), ("config.yaml", None), ("notes", "text/x-anything")],
+)
+def test_source_code_and_any_text_type_are_plain_text(name: str, content_type: str | None):
+    doc = load(name, b"def f():\n    return 1\n", LIMIT, content_type)
+    assert (doc.kind, doc.text) == ("text", "def f():\n    return 1\n")
+
+
+def test_unsupported_types_name_the_accepted_ones():
+    with pytest.raises(DocumentError, match=r"\.docx, source code, or any text/\* content type"):
+        load("photo.jpg", b"\xff\xd8", LIMIT, "image/jpeg")
+
+
 @pytest.mark.parametrize(
     ("name", "data", "reason"),
     [
@@ -38,6 +58,8 @@ def test_pdf_keeps_page_numbers():
         ("latin.txt", "caf\xe9".encode("latin-1"), "not UTF-8"),
         ("bin.txt", b"a\x00b", "binary"),
         ("blank.pdf", make_pdf([""]), "no extractable text"),
+        ("cut.docx", corrupt_docx(), "not a readable DOCX file"),
+        ("empty.docx", empty_docx(), "has no text"),
     ],
 )
 def test_bad_files_are_refused_with_the_reason(name: str, data: bytes, reason: str):

@@ -38,6 +38,10 @@ class FakeEmbedder:
     def __init__(self) -> None:
         self.batches: list[int] = []
         self.on_embed: Callable[[list[str]], None] | None = None
+        self.threads: list[int] = []  # set_threads before each batch
+
+    def set_threads(self, threads: int) -> None:
+        self.threads.append(threads)
 
     def embed(self, texts: list[str]) -> np.ndarray:
         if self.on_embed is not None:
@@ -47,6 +51,12 @@ class FakeEmbedder:
 
 
 class FakeLibrary:
+    backend = "fake"
+    threads = 2
+
+    def check_backend(self, collection_id: str) -> None:
+        pass
+
     def __init__(self) -> None:
         self.embedder_ = FakeEmbedder()
         self.added_: list[tuple[str, list[int], np.ndarray]] = []
@@ -194,6 +204,19 @@ def test_the_worker_resumes_unfinished_documents_first_and_records_a_failure(rig
     assert rig.status(bad) == ("error", "ingestion failed: the embedder broke")
 
 
+def test_documents_queued_together_are_all_embedded_before_any_is_announced_ready(rig: Rig):
+    events: list[str] = []
+    rig.library.embedder_.on_embed = lambda texts: events.append("embed " + texts[0][10:14])
+    first, second = rig.add(paragraphs(2, "one")), rig.add(paragraphs(2, "two"))
+    worker = rig.ingestor()
+    worker.on_ready = lambda collection, doc: events.append(f"ready {doc}")
+    worker.start()  # both are waiting already: the prefill of the first waits for the second
+    worker.stop()
+    embeds = [e for e in events if e.startswith("embed")]
+    assert {e[:9] for e in embeds} == {"embed one", "embed two"}
+    assert events == [*embeds, f"ready {first}", f"ready {second}"]
+
+
 # --- the real tokenizer ------------------------------------------------------------------------
 
 
@@ -234,6 +257,18 @@ def test_the_servers_worker_paces_embedding_and_waits_for_quiet_before_each_batc
     assert batches[0] == 1 and sum(batches) == 20 and len(batches) < 20
     assert waits == list(range(len(batches)))
     assert rig.status(doc) == ("ready", None)
+
+
+def test_each_batch_takes_every_thread_while_the_engine_is_idle_and_one_while_it_computes(
+    rig: Rig,
+):
+    doc = rig.add(paragraphs(3 * EMBED_BATCH))
+    busy = iter([False, True, False])  # asked once before each batch
+    ingest_document(
+        rig.chunks, rig.library, rig.tokenize, MODEL, doc, engine_busy=lambda: next(busy)
+    )
+    assert rig.library.embedder_.threads == [FakeLibrary.threads, 1, FakeLibrary.threads]
+    assert rig.library.embedder_.batches == [EMBED_BATCH] * 3
 
 
 # --- several workers on one database (replicas) -------------------------------------------------

@@ -10,7 +10,7 @@ import openai
 import pytest
 
 from bench.server_process import ServerProcess
-from rag.embedder import Embedder
+from rag.embedder import DEFAULT_BACKEND, load_embedder
 
 
 @pytest.fixture(scope="module")
@@ -51,7 +51,7 @@ def test_base64_and_float_give_the_same_vectors_as_the_documents_embedder(
     b64 = _vectors(client, texts)  # the SDK asks for base64 unless told, and decodes it
     floats = _vectors(client, texts, encoding_format="float")
     assert np.allclose(b64, floats, atol=1e-6)
-    local = Embedder().embed(texts)  # what ingestion and /search use
+    local = load_embedder(DEFAULT_BACKEND).embed(texts)  # what ingestion and /search use
     assert np.allclose(floats, local, atol=1e-4)
 
 
