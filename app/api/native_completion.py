@@ -33,6 +33,7 @@ class NativeHead:
     timings_per_token: bool = False
     return_progress: bool = False
     stream: bool = False
+    index: int = 0  # the prompt's place in a request of several
 
 
 def stop_type(done: Finished) -> str:
@@ -94,7 +95,7 @@ class NativeWriter:
 
     def _partial(self, text: str, tokens: list[int], timings: Timings | None) -> dict[str, Any]:
         chunk: dict[str, Any] = {
-            "index": 0,
+            "index": self.head.index,
             "content": text,
             "tokens": tokens,
             "stop": False,
@@ -120,7 +121,7 @@ class NativeWriter:
     def _final(self, done: Finished, text: str) -> dict[str, Any]:
         head, streamed = self.head, self.head.stream
         whole: dict[str, Any] = {
-            "index": 0,
+            "index": self.head.index,
             "content": "" if streamed else text,  # a stream has sent the text already
             "tokens": self.tokens if head.return_tokens and not streamed else [],
             "id_slot": done.timings.slot,

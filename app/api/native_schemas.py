@@ -21,6 +21,7 @@ SAMPLERS = ["penalties", "top_k", "top_p", "min_p", "temperature"]
 
 
 class NativeCompletionRequest(GenerationFields):
+    # One prompt, or several (a list of strings or of lists); `prompts()` tells them apart.
     prompt: Prompt | list[Prompt]
     # Each generated token's probability and the n most likely tokens at its step.
     n_probs: int = Field(default=0, ge=0, le=20)
@@ -42,24 +43,29 @@ class NativeCompletionRequest(GenerationFields):
 
     @field_validator("prompt")
     @classmethod
-    def _one_prompt(cls, p: Prompt | list[Prompt]) -> Prompt:
-        """llama-server answers a list of prompts with a list of results; this server
-        answers one prompt per request (a list of one is that prompt)."""
+    def _prompt_forms(cls, p: Prompt | list[Prompt]) -> Prompt | list[Prompt]:
+        """llama-server's forms: a string, token ids, or ids and strings mixed are one prompt;
+        a list of strings, or of such lists, is several (a list of one is that prompt)."""
         if isinstance(p, str):
             return p
-        if len(p) == 1 and isinstance(p[0], list):
-            p = p[0]
-        if any(isinstance(piece, list) for piece in p):
+        if len(p) == 1 and isinstance(p[0], list | str):
+            return p[0]  # type: ignore[return-value]
+        nested = [piece for piece in p if isinstance(piece, list)]
+        if nested and len(nested) != len(p):
             raise ValueError(
-                "only one prompt per request is supported: send each prompt in a request of "
-                "its own (a list of token ids and strings is one prompt)"
+                "a prompt is a string, a list of token ids and strings, or a list of prompts; "
+                "this list mixes prompts with the pieces of one"
             )
-        if len(p) > 1 and all(isinstance(piece, str) for piece in p):
-            raise ValueError(
-                "only one prompt per request is supported: send each prompt in a request of "
-                "its own (a list of strings is several prompts)"
-            )
-        return p[0] if len(p) == 1 and isinstance(p[0], str) else p  # type: ignore[return-value]
+        return p  # an empty list is refused as an empty prompt by the engine, in its words
+
+    def prompts(self) -> list[Prompt]:
+        """The prompts, in order; one for all forms but a list of strings or of lists."""
+        p = self.prompt
+        if isinstance(p, str) or not p:
+            return [p]  # type: ignore[list-item]
+        if all(isinstance(piece, list) for piece in p) or all(isinstance(x, str) for x in p):
+            return list(p)  # type: ignore[arg-type]
+        return [p]  # type: ignore[list-item]
 
     def logprobs_n(self) -> int | None:
         return self.n_probs or None

@@ -5,9 +5,11 @@ app/api/routes/openai.py). Errors come in llama-server's shape (app/api/native_e
 from __future__ import annotations
 
 import asyncio
+import json
 from typing import Any
 
 from fastapi import APIRouter, Request
+from fastapi.responses import JSONResponse, Response
 
 from app.api.auth import cache_salt
 from app.api.errors import ERROR_RESPONSES, STREAMING
@@ -44,8 +46,34 @@ def _prompt(services: Services, prompt: Prompt) -> tuple[TokenSequence, str]:
 @router.post("/completions", responses={**NATIVE_ERRORS, **STREAMING}, include_in_schema=False)
 async def completion(body: NativeCompletionRequest, http: Request, services: ServicesDep):
     refuse_unsupported(body)
+    prompts = body.prompts()
+    if len(prompts) == 1:
+        return await _complete(services, body, prompts[0], 0, http)
+    if body.stream:
+        raise RequestError(
+            "a list of prompts is answered unstreamed: send stream false, or each prompt in a "
+            "request of its own",
+            param="stream",
+        )
+    # As llama-server: every prompt is queued at once, and the results come as a list in
+    # the prompts' order, each with its `index`; the first that fails is the answer.
+    replies = await asyncio.gather(
+        *(_complete(services, body, p, i, http) for i, p in enumerate(prompts)),
+        return_exceptions=True,
+    )
+    for reply in replies:
+        if isinstance(reply, BaseException):
+            raise reply
+        if reply.status_code != 200:
+            return reply
+    return JSONResponse([json.loads(bytes(r.body)) for r in replies])  # type: ignore[union-attr]
+
+
+async def _complete(
+    services: Services, body: NativeCompletionRequest, prompt: Prompt, index: int, http: Request
+) -> Response:
     try:
-        tokens, text = await asyncio.to_thread(_prompt, services, body.prompt)  # type: ignore[arg-type]
+        tokens, text = await asyncio.to_thread(_prompt, services, prompt)
     except ValueError as e:
         raise RequestError(str(e), param="prompt") from e
     seed, settings = services.settings.seed, services.settings
@@ -63,6 +91,7 @@ async def completion(body: NativeCompletionRequest, http: Request, services: Ser
         timings_per_token=body.timings_per_token,
         return_progress=body.return_progress,
         stream=body.stream,
+        index=index,
     )
     reply = Reply(TextShape, "completion", writer=NativeWriter(head))
     return await respond(services, request, body, reply, http)

@@ -20,13 +20,22 @@ from app.api.native_schemas import NativeCompletionRequest
     ],
 )
 def test_one_prompt_in_any_of_llama_servers_forms(sent: object, prompt: object):
-    assert NativeCompletionRequest(prompt=sent).prompt == prompt
+    request = NativeCompletionRequest(prompt=sent)
+    assert request.prompt == prompt and request.prompts() == [prompt]
 
 
-@pytest.mark.parametrize("several", [["a", "b"], [[1], [2]], [[1], "a"]])
-def test_several_prompts_are_refused_in_plain_words(several: object):
-    with pytest.raises(ValidationError, match="only one prompt per request"):
-        NativeCompletionRequest(prompt=several)
+@pytest.mark.parametrize(
+    ("sent", "prompts"),
+    [(["a", "b"], ["a", "b"]), ([[1], [2, "x"]], [[1], [2, "x"]])],
+)
+def test_a_list_of_strings_or_of_lists_is_several_prompts(sent: object, prompts: object):
+    assert NativeCompletionRequest(prompt=sent).prompts() == prompts
+
+
+@pytest.mark.parametrize("mixed", [[[1], "a"], ["a", [1, 2]]])
+def test_prompts_mixed_with_the_pieces_of_one_are_refused_in_plain_words(mixed: object):
+    with pytest.raises(ValidationError, match="mixes prompts with the pieces of one"):
+        NativeCompletionRequest(prompt=mixed)
 
 
 def test_n_probs_turns_logprobs_on():

@@ -150,9 +150,24 @@ def test_prompts_as_token_ids_or_mixed(server: ServerProcess):
     (comma,) = httpx.post(server.base_url + "/tokenize", json={"content": ","}).json()["tokens"]
     mixed = complete(server, prompt=["Hello", comma, " my name is"], n_predict=3)
     assert mixed["content"] == text["content"]
-    for several in (["one", "two"], [[1, 2], [3, 4]]):
-        r = httpx.post(server.base_url + "/completion", json={"prompt": several})
-        assert r.status_code == 400 and "one prompt per request" in r.json()["error"]["message"]
+
+
+def test_a_list_of_prompts_gets_a_list_of_results_in_order(server: ServerProcess):
+    ids = tokenize(server, PROMPT)
+    r = httpx.post(
+        server.base_url + "/completion",
+        json={"prompt": [["One two three"], ids], "n_predict": 3, "temperature": 0},
+        timeout=120,
+    )
+    assert r.status_code == 200, r.text
+    results = r.json()
+    assert [x["index"] for x in results] == [0, 1]
+    assert [x["prompt"] for x in results] == ["One two three", PROMPT]
+    assert all(x["tokens_predicted"] == 3 and x["stop"] for x in results)
+    streamed = httpx.post(
+        server.base_url + "/completion", json={"prompt": ["a", "b"], "stream": True}, timeout=60
+    )
+    assert streamed.status_code == 400 and "unstreamed" in streamed.json()["error"]["message"]
 
 
 def test_grammar_and_json_schema_shape_the_reply(server: ServerProcess):
