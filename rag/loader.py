@@ -1,7 +1,7 @@
 """Loaders: bytes of an uploaded file -> `LoadedDocument` (plain text and where pages start).
 
 Plain text, Markdown (kept as written: it reads well to the model and the splitter knows its
-structure), HTML (text only, scripts and styles dropped), PDF (pypdf, one page after another,
+structure), HTML (text only, scripts and styles dropped), PDF (PDFium, one page after another,
 page numbers kept), DOCX (as Markdown, rag/docx_loader.py) and source code or any other `text/*`
 upload (as plain text). Anything else, or a file that is empty, corrupt or over the byte limit,
 raises `DocumentError` saying why; nothing is half-loaded.
@@ -9,12 +9,12 @@ raises `DocumentError` saying why; nothing is half-loaded.
 
 from __future__ import annotations
 
-import io
-import logging
+import threading
 from bisect import bisect_right
 from dataclasses import dataclass, field
 from html.parser import HTMLParser
 from pathlib import PurePath
+from typing import Any
 
 from rag.docx_loader import docx_text
 from rag.errors import DocumentError
@@ -205,16 +205,37 @@ def _html_text(html: str) -> str:
     return "\n\n".join(p for p in paragraphs if p)
 
 
-def _pdf(data: bytes) -> LoadedDocument:
-    from pypdf import PdfReader  # only PDF uploads pay for the import
-    from pypdf.errors import PdfReadError
+# PDFium is not thread-safe: one document is read at a time in this process.
+_PDFIUM = threading.Lock()
 
-    logging.getLogger("pypdf").setLevel(logging.ERROR)  # junk input is our error, not a log line
+
+def _pdf_pages(data: bytes) -> list[str]:
+    import pypdfium2  # only PDF uploads pay for the import
+
+    with _PDFIUM:
+        try:
+            pdf = pypdfium2.PdfDocument(data)
+        except pypdfium2.PdfiumError as e:
+            raise DocumentError(f"not a readable PDF: {e}") from None
+        try:
+            return [_page_text(pdf[i]) for i in range(len(pdf))]
+        finally:
+            pdf.close()
+
+
+def _page_text(page: Any) -> str:
+    textpage = page.get_textpage()
     try:
-        reader = PdfReader(io.BytesIO(data), strict=False)
-        pages = [(page.extract_text() or "").replace("\x00", "") for page in reader.pages]
-    except (PdfReadError, ValueError, KeyError, TypeError, AttributeError, OSError) as e:
-        raise DocumentError(f"not a readable PDF: {e}") from None
+        text = textpage.get_text_range()
+    finally:
+        textpage.close()
+        page.close()
+    # PDFium ends lines with CRLF and marks a word broken at a line end with U+FFFE.
+    return text.replace("\r\n", "\n").replace("\r", "\n").replace("\ufffe", "").replace("\x00", "")
+
+
+def _pdf(data: bytes) -> LoadedDocument:
+    pages = _pdf_pages(data)
     text, starts = "", []
     for page in pages:
         if text:

@@ -39,31 +39,39 @@ async def take_in(
     docs: Documents, tenant: str, collection_id: str, upload: Upload
 ) -> tuple[DocumentRecord, bool]:
     """The stored document and whether it was there already."""
-    filename, data = upload.filename, upload.data
-    if "\x00" in filename:
+    if "\x00" in upload.filename:
         raise RequestError("the filename must not contain NUL characters", param="filename")
+    with docs.uploads:  # the ingestion worker leaves a core to it meanwhile
+        # One worker-thread hop for all of it: each hop waits for the GIL, which the busy
+        # ingestion worker holds in turns, so a hop costs an upload time while documents come in.
+        record, duplicate = await asyncio.to_thread(_store, docs, tenant, collection_id, upload)
+    if not duplicate:
+        docs.ingestor.submit(record.id)
+    return record, duplicate
+
+
+def _store(
+    docs: Documents, tenant: str, collection_id: str, upload: Upload
+) -> tuple[DocumentRecord, bool]:
+    """Checked, parsed (junk refused before anything is stored) and stored. Worker thread."""
     # Vectors of another backend are not mixed in (409): refused before anything is stored.
-    await asyncio.to_thread(docs.library.check_backend, collection_id)
-    try:  # parsing (PDF) is CPU work: off the event loop; junk is refused before storing
-        loaded = await asyncio.to_thread(load, filename, data, docs.max_bytes, upload.content_type)
+    docs.library.check_backend(collection_id)
+    try:
+        loaded = load(upload.filename, upload.data, docs.max_bytes, upload.content_type)
     except DocumentError as e:
         if e.too_large:
             raise too_large(docs.max_bytes) from None
         raise RequestError(e.message, param="file", code="invalid_document") from None
-    found = await asyncio.to_thread(
-        docs.store.add_document,
+    found = docs.store.add_document(
         tenant,
         collection_id,
-        filename=filename,
+        filename=upload.filename,
         kind=loaded.kind,
-        sha256=hashlib.sha256(data).hexdigest(),
+        sha256=hashlib.sha256(upload.data).hexdigest(),
         text=loaded.text,
         page_starts=loaded.page_starts,
         metadata=upload.metadata,
     )
     if found is None:  # deleted meanwhile
         raise not_found("collection", collection_id, "collection_id")
-    record, duplicate = found
-    if not duplicate:
-        docs.ingestor.submit(record.id)
-    return record, duplicate
+    return found

@@ -6,7 +6,7 @@ theirs computed on first use (`token_ids`).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from app.chat.prompter import Prompter
 from app.config import Settings
@@ -21,6 +21,7 @@ from app.docs.doc_prompt import DocPrompter, token_counter
 from app.docs.ingest_lease import worker_id
 from app.docs.ingestor import Ingestor
 from app.docs.library import DocLibrary
+from app.docs.uploads_in_flight import UploadsInFlight
 from app.engine.engine import Engine
 from rag.layout import chunk_text
 
@@ -36,6 +37,7 @@ class Documents:
     max_bytes: int
     prefill: DocPrefill | None = None  # ready documents into the prefix cache
     deletions: DeletionWatch | None = None  # documents deleted on any replica leave our caches
+    uploads: UploadsInFlight = field(default_factory=UploadsInFlight)  # being taken in now
 
     @classmethod
     def build(
@@ -57,6 +59,7 @@ class Documents:
             engine, docs, prompts, key, salt_of, settings.doc_prefill_tokens, chunk_store.ready
         )
         tokenize = token_counter(engine.tokenizer)
+        uploads = UploadsInFlight()
         ingestor = Ingestor(
             chunk_store,
             library,
@@ -66,7 +69,8 @@ class Documents:
             engine.wait_for_quiet,
             worker=worker_id(settings.data_dir),
             lease_s=settings.ingest_lease,
-            engine_busy=lambda: engine.computing,
+            # One embedding thread while the engine computes or a client's upload is taken in.
+            engine_busy=lambda: engine.computing or bool(uploads),
         )
         max_bytes = settings.doc_max_bytes
 
@@ -76,9 +80,8 @@ class Documents:
                 prefill.forget(document_id)
 
         deletions = DeletionWatch(DeletionLog(store), forget)
-        return cls(
-            docs, chunk_store, library, ingestor, prompts, key, max_bytes, prefill, deletions
-        )
+        parts = (docs, chunk_store, library, ingestor, prompts, key, max_bytes)
+        return cls(*parts, prefill, deletions, uploads)
 
     def start(self) -> None:
         # Index files are checked against the database at start-up, before any search; a
