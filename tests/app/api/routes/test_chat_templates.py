@@ -15,20 +15,9 @@ import openai
 import pytest
 
 from bench.server_process import ServerProcess
+from tests.app.api.routes.weather_tool import WEATHER
 
 HERMES = Path(__file__).with_name("hermes_tools.jinja")  # a Hermes/Qwen-style template
-WEATHER = {
-    "type": "function",
-    "function": {
-        "name": "get_weather",
-        "description": "The weather in a city",
-        "parameters": {
-            "type": "object",
-            "properties": {"city": {"type": "string", "maxLength": 20}},
-            "required": ["city"],
-        },
-    },
-}
 FIRST = [
     {"role": "system", "content": "You answer briefly."},
     {"role": "user", "content": "What is the capital of France?"},

@@ -47,26 +47,38 @@ def test_the_thought_comes_apart_from_the_answer(server: ServerProcess) -> None:
     assert "<think>" not in message["content"] and "</think>" not in message["content"]
 
 
-def test_a_stream_sends_the_thought_first_then_the_answer(server: ServerProcess) -> None:
+def streamed(server: ServerProcess, grammar: str) -> list[tuple[str, str]]:
+    """(kind, piece) of each delta of a streamed reply, read with the official SDK."""
     client = openai.OpenAI(base_url=server.base_url + "/v1", api_key="x", max_retries=0)
-    kinds, reasoning, content = [], "", ""
     stream = client.chat.completions.create(
         model="m", messages=ASK, stream=True, temperature=0, max_tokens=40,
-        extra_body={"grammar": GRAMMAR},
+        extra_body={"grammar": grammar},
     )  # fmt: skip
+    pieces = []
     for chunk in stream:
         for choice in chunk.choices:
             thought = (choice.delta.model_extra or {}).get("reasoning_content")
             if thought:
-                kinds.append("reasoning")
-                reasoning += thought
+                pieces.append(("reasoning", thought))
             if choice.delta.content:
-                kinds.append("content")
-                content += choice.delta.content
+                pieces.append(("content", choice.delta.content))
+    return pieces
+
+
+def joined(pieces: list[tuple[str, str]], kind: str) -> str:
+    return "".join(p for k, p in pieces if k == kind)
+
+
+def test_a_stream_sends_the_thought_first_then_the_answer(server: ServerProcess) -> None:
+    pieces = streamed(server, GRAMMAR)
+    kinds = [k for k, _ in pieces]
     assert kinds == sorted(kinds, key=lambda k: k == "content")  # every thought before the answer
     assert "reasoning" in kinds and "content" in kinds
     whole = chat(server)
-    assert (reasoning, content) == (whole["reasoning_content"], whole["content"])
+    assert (joined(pieces, "reasoning"), joined(pieces, "content")) == (
+        whole["reasoning_content"],
+        whole["content"],
+    )
 
 
 def test_format_none_leaves_the_tags_in_the_content(server: ServerProcess) -> None:
@@ -141,6 +153,8 @@ def test_the_server_flag_sets_the_default_format() -> None:
 
 THINKING = Path(__file__).with_name("thinking.jinja")  # opens a thought in the prompt
 ANSWER = 'root ::= "Answer:" [a-z ]{1,12}'
+# A thought and an answer, for a prompt that opened the thought already.
+OPENED = 'root ::= "I think" [a-z ]{1,12} "\\n</think>\\n\\nAnswer:" [a-z ]{1,12}'
 
 
 @pytest.fixture(scope="module")
@@ -150,20 +164,12 @@ def thinking() -> Iterator[ServerProcess]:
 
 
 def test_a_thought_the_template_opened_streams_apart(thinking: ServerProcess) -> None:
-    grammar = 'root ::= "I think" [a-z ]{1,12} "\\n</think>\\n\\nAnswer:" [a-z ]{1,12}'
-    client = openai.OpenAI(base_url=thinking.base_url + "/v1", api_key="x", max_retries=0)
-    reasoning, content = "", ""
-    stream = client.chat.completions.create(
-        model="m", messages=ASK, stream=True, temperature=0, max_tokens=40,
-        extra_body={"grammar": grammar},
-    )  # fmt: skip
-    for chunk in stream:
-        for choice in chunk.choices:
-            reasoning += (choice.delta.model_extra or {}).get("reasoning_content") or ""
-            assert not (content and (choice.delta.model_extra or {}).get("reasoning_content"))
-            content += choice.delta.content or ""
+    pieces = streamed(thinking, OPENED)
+    kinds = [k for k, _ in pieces]
+    assert kinds == sorted(kinds, key=lambda k: k == "content")
+    reasoning, content = joined(pieces, "reasoning"), joined(pieces, "content")
     assert reasoning.startswith("I think") and content.startswith("Answer:")
-    whole = chat(thinking, grammar=grammar)
+    whole = chat(thinking, grammar=OPENED)
     assert (reasoning, content) == (whole["reasoning_content"], whole["content"])
 
 
@@ -187,8 +193,7 @@ def test_a_session_reuses_its_history_up_to_the_thought_the_template_drops(
 ) -> None:
     base = thinking.base_url
     sid = httpx.post(f"{base}/v1/sessions", json={}, timeout=30).json()["id"]
-    grammar = 'root ::= "I think" [a-z ]{1,12} "\\n</think>\\n\\nAnswer:" [a-z ]{1,12}'
-    turn = {"content": ASK[0]["content"], **GREEDY, "grammar": grammar}
+    turn = {"content": ASK[0]["content"], **GREEDY, "grammar": OPENED}
     first = httpx.post(f"{base}/v1/sessions/{sid}/messages", json=turn, timeout=120).json()
     reply = first["choices"][0]["message"]
     assert reply["reasoning_content"].startswith("I think")

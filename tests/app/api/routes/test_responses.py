@@ -18,17 +18,8 @@ from PIL import Image
 
 from bench.server_process import ROOT, ServerProcess
 from tests.app.api.keyed_server import KeyedServer
+from tests.app.api.routes.weather_tool import WEATHER_FLAT as WEATHER
 
-WEATHER = {
-    "type": "function",
-    "name": "get_weather",
-    "description": "The weather in a city",
-    "parameters": {
-        "type": "object",
-        "properties": {"city": {"type": "string", "maxLength": 20}},
-        "required": ["city"],
-    },
-}
 YN = {
     "type": "object",
     "properties": {"answer": {"type": "string", "enum": ["yes", "no"]}},
