@@ -42,8 +42,7 @@ async def take_in(
     if "\x00" in upload.filename:
         raise RequestError("the filename must not contain NUL characters", param="filename")
     with docs.uploads:  # the ingestion worker leaves a core to it meanwhile
-        # One worker-thread hop for all of it: each hop waits for the GIL, which the busy
-        # ingestion worker holds in turns, so a hop costs an upload time while documents come in.
+        # Parsing (PDF) and storing are blocking work: off the event loop, in one hop.
         record, duplicate = await asyncio.to_thread(_store, docs, tenant, collection_id, upload)
     if not duplicate:
         docs.ingestor.submit(record.id)

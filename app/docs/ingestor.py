@@ -16,8 +16,8 @@ Embedding is background work on cores the engine needs: before each batch the wo
 until no client request is being received, queued or run (`wait_for_quiet`), and its batches are
 paced to take at most `EMBED_BATCH_S` (`BackgroundPacer`, from the measured rate), so a request
 that arrives meanwhile shares the cores with one short batch at most. Each batch takes the
-embedder's full thread budget while the engine computes nothing (`engine_busy` false) and one
-thread while it computes (a document's prefill runs on the engine while no client waits).
+embedder's full thread budget while nothing else computes (`engine_busy` false: no engine step,
+such as a document's prefill, and no upload being taken in) and one thread otherwise.
 Progress is written at most every PROGRESS_S: each write is a database transaction.
 
 `on_ready` (the document's prefill into the prefix cache, app/docs/doc_prefill.py) is held while
