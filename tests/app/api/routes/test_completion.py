@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator
+from pathlib import Path
 
 import httpx
 import pytest
 
-from bench import peers
+from bench import llama_server_shapes
 from bench.server_process import ServerProcess
 from tests.app.api.keyed_server import KeyedServer
 from tests.app.api.routes.test_metrics_route import sample, scrape
@@ -229,34 +230,14 @@ def test_keys_and_tenants_as_on_the_other_routes(keyed: KeyedServer):
 
 
 def test_our_fields_include_llama_servers(server: ServerProcess, model_path: str):
-    """The same requests to the real llama-server: every field it sends, ours sends too. Its
-    binary is built by `make llama-server`; without it this test fails (PeerUnavailable)."""
-    body = {"prompt": PROMPT, "n_predict": 3, "temperature": 0, "n_probs": 2, "return_tokens": True}
-    flags = {"timings_per_token": True, "return_progress": True, "stream": True}
-
-    def asked(base_url: str) -> tuple[dict, tuple[set[str], set[str]], httpx.Response]:
-        reply = httpx.post(base_url + "/completion", json=body).json()
-        streamed = stream_keys(base_url, {**body, **flags})
-        return reply, streamed, httpx.post(base_url + "/completion", json={})
-
-    with peers.llama_server(model_path, slots=2) as llama_server:
-        theirs, their_stream, their_error = asked(llama_server.base_url)
-    ours, our_stream, our_error = asked(server.base_url)
-    assert set(theirs) - set(ours) == set()
-    assert set(theirs["timings"]) - set(ours["timings"]) == set()
-    probs, our_probs = theirs["completion_probabilities"][0], ours["completion_probabilities"][0]
-    assert set(probs) == set(our_probs)
-    assert set(probs["top_logprobs"][0]) == set(our_probs["top_logprobs"][0])
+    """The same requests as recorded from the real llama-server (bench.llama_server_shapes; CI
+    does not build it): every field it sends, ours sends too, and greedy gives its tokens."""
+    theirs = json.loads(llama_server_shapes.RECORDING.read_text())
+    assert theirs["model"] == Path(model_path).name
+    ours = llama_server_shapes.observed(server.base_url)
+    for part in ("reply", "timings", "stream_partial", "stream_last"):
+        assert set(theirs[part]) - set(ours[part]) == set(), part
+    for part in ("probability", "top_logprob", "error"):
+        assert set(theirs[part]) == set(ours[part]), part
     assert ours["tokens"] == theirs["tokens"]  # the same model, greedy
-    for their_keys, our_keys in zip(their_stream, our_stream, strict=True):
-        assert their_keys - our_keys == set()
-    assert their_error.status_code == our_error.status_code == 400
-    assert set(their_error.json()["error"]) == set(our_error.json()["error"])
-
-
-def stream_keys(base_url: str, body: dict) -> tuple[set[str], set[str]]:
-    """The fields of a stream's partial chunks (all of them) and of its last chunk."""
-    with httpx.stream("POST", base_url + "/completion", json=body) as r:
-        lines = [line.removeprefix("data: ") for line in r.iter_lines() if line]
-    *partials, last = [json.loads(line) for line in lines]  # no `[DONE]`: not JSON
-    return set().union(*partials), set(last)
+    assert ours["error_status"] == theirs["error_status"] == 400
