@@ -62,6 +62,17 @@ class ChunkKv:
     def key(self, salt: str, head: Sequence[int], tokens: Sequence[int]) -> str:
         return chunk_key(self.fingerprint, salt, head, tokens)
 
+    def has(self, salt: str, head: Sequence[int], tokens: Sequence[int]) -> bool:
+        """Whether the host or the disk tier holds the chunk's state (nothing is read)."""
+        key = self.key(salt, head, tokens)
+        whole = TokenSequence([*head, *tokens])
+        tiers = (self.host, self.disk) if self.disk is not None else (self.host,)
+        for tier in tiers:
+            found = tier.best(key, whole)
+            if found is not None and found[1] == len(whole):
+                return True
+        return False
+
     def get(self, salt: str, head: Sequence[int], tokens: Sequence[int]) -> ChunkState | None:
         """The chunk's state from the host tier, else from disk (read on this thread, then kept
         in host memory again); None when neither holds it."""

@@ -13,6 +13,11 @@ any slot's. The task carries the document's id, so deleting the document purges 
 document's state (`queued`, `done`, `failed`, `cached`) is kept for this process only. At
 start-up (`start`), every ready document whose prefix no cache tier holds (the disk tier keeps
 it across a restart) is queued again; the others are `cached`.
+
+In a collection that blends (its `kv_reuse`, else --kv-reuse), each chunk's own KV (the head,
+then the chunk alone: what blend places at any position, app/engine/chunk_blend.py) is computed
+the same way, one background request per chunk whose KV no tier holds; the engine keeps it in the
+chunk tiers when the request ends. A document is `done` when all its requests have ended.
 """
 
 from __future__ import annotations
@@ -21,9 +26,10 @@ import logging
 import threading
 from collections.abc import Callable
 
-from app.db.document_records import CollectionRecord
+from app.db.document_records import ChunkRecord, CollectionRecord
 from app.db.document_store import DocumentStore
 from app.docs.doc_prompt import DocPrompter
+from app.engine.blend_plan import ChunkKeep
 from app.engine.engine import Engine
 from app.engine.events import Event, Failed, Finished
 from app.engine.request import GenerationRequest, RequestError
@@ -34,6 +40,7 @@ log = logging.getLogger(__name__)
 
 SaltOf = Callable[[str], str]  # tenant id -> the salt of its cache keys
 ReadyDocuments = Callable[[], list[tuple[CollectionRecord, str]]]
+Blends = Callable[[CollectionRecord], bool]  # whether a collection's questions blend
 
 
 class DocPrefill:
@@ -46,14 +53,17 @@ class DocPrefill:
         salt_of: SaltOf,
         max_tokens: int,
         ready_documents: ReadyDocuments = list,
+        blends: Blends = lambda collection: False,
     ) -> None:
         self.engine, self.store, self.prompts = engine, store, prompts
-        self.ready_documents = ready_documents
+        self.ready_documents, self.blends = ready_documents, blends
         self.model_key, self.salt_of = model_key, salt_of
         # A prefill never fills a request's whole context: it must leave room for a question.
         self.max_tokens = min(max_tokens, engine.n_ctx_request // 2)
         self._lock = threading.Lock()
-        self._state: dict[str, str] = {}  # document id -> queued | done | failed
+        self._state: dict[str, str] = {}  # document id -> queued | done | failed | cached
+        self._pending: dict[str, int] = {}  # document id -> its requests not ended yet
+        self._failed: set[str] = set()  # documents one of whose requests failed
 
     @property
     def enabled(self) -> bool:
@@ -66,13 +76,11 @@ class DocPrefill:
     def forget(self, document_id: str) -> None:
         with self._lock:
             self._state.pop(document_id, None)
+            self._pending.pop(document_id, None)
+            self._failed.discard(document_id)
 
-    def prompt(self, collection: CollectionRecord, document_id: str) -> list[int] | None:
+    def prompt(self, head: list[int], chunks: list[ChunkRecord]) -> list[int] | None:
         """Head + the document's chunks in order, whole chunks only, within the budget."""
-        chunks = self.store.chunks(collection.tenant_id, document_id, self.model_key)
-        if not chunks:
-            return None  # deleted meanwhile
-        head, _ = self.prompts.parts(collection.system_prompt, "")
         tokens = list(head)
         for c in chunks:
             if c.token_ids is None or len(tokens) + len(c.token_ids) > self.max_tokens:
@@ -97,42 +105,92 @@ class DocPrefill:
         self, collection: CollectionRecord, document_id: str, if_missing: bool = False
     ) -> None:
         """Queue the document's prefill (any thread); nothing when off or nothing fits.
-        `if_missing`: not when a cache tier holds its prefix already (state `cached`)."""
+        `if_missing`: not when a cache tier holds its prefix already (state `cached`); chunk KV
+        is computed only where no tier holds it."""
         if not self.enabled:
             return
-        tokens = self.prompt(collection, document_id)
-        if tokens is None:
-            return
+        chunks = self.store.chunks(collection.tenant_id, document_id, self.model_key)
+        if not chunks:
+            return  # deleted meanwhile
+        head, _ = self.prompts.parts(collection.system_prompt, "")
         salt = self.salt_of(collection.tenant_id)
-        if if_missing and self._cached(salt, tokens) >= len(tokens) - 1:
-            self._set(document_id, "cached", new=True)
+        prompts: list[tuple[list[int], ChunkKeep | None]] = []
+        tokens = self.prompt(head, chunks)
+        if tokens is not None and not (if_missing and self._cached(salt, tokens)):
+            prompts.append((tokens, None))
+        if self.blends(collection):
+            keep = ChunkKeep(len(head), document_id)
+            prompts += [([*head, *c], keep) for c in self._chunks_missing(salt, head, chunks)]
+        if not prompts:
+            if tokens is not None or self.blends(collection):
+                self._set(document_id, "cached", new=True)
             return
-        request = GenerationRequest(
-            TokenSequence(tokens),
-            SamplingParams(temperature=0.0, seed=0),
-            max_tokens=1,  # the KV of the prompt is the point; the token is thrown away
-            cache_salt=salt,
-            documents=frozenset({document_id}),
-            background=True,
-        )
+        self._queue(document_id, salt, prompts)
+
+    def _queue(
+        self, document_id: str, salt: str, prompts: list[tuple[list[int], ChunkKeep | None]]
+    ) -> None:
         with self._lock:
             self._state[document_id] = "queued"
-        try:
-            self.engine.submit(request, lambda event: self._ended(document_id, event))
-        except RequestError as e:  # shutting down
-            log.info("prefill of %s not queued: %s", document_id, e.message)
-            self._set(document_id, "failed")
+            self._pending[document_id] = len(prompts)
+            self._failed.discard(document_id)
+        for tokens, keep in prompts:
+            request = GenerationRequest(
+                TokenSequence(tokens),
+                SamplingParams(temperature=0.0, seed=0),
+                max_tokens=1,  # the KV of the prompt is the point; the token is thrown away
+                cache_salt=salt,
+                documents=frozenset({document_id}),
+                background=True,
+                keep_chunk=keep,
+            )
+            try:
+                self.engine.submit(request, lambda event: self._ended(document_id, event))
+            except RequestError as e:  # shutting down
+                log.info("prefill of %s not queued: %s", document_id, e.message)
+                with self._lock:
+                    self._pending.pop(document_id, None)  # what was queued ends unheeded
+                self._set(document_id, "failed")
+                return
 
-    def _cached(self, salt: str, tokens: list[int]) -> int:
+    def _cached(self, salt: str, tokens: list[int]) -> bool:
+        """Whether a cache tier holds the whole prefix (all but the step's last token)."""
         engine = self.engine
-        return engine.call(lambda: engine.cached_length(salt, tokens)).result()
+        n = engine.call(lambda: engine.cached_length(salt, tokens)).result()
+        return n >= len(tokens) - 1
+
+    def _chunks_missing(
+        self, salt: str, head: list[int], chunks: list[ChunkRecord]
+    ) -> list[list[int]]:
+        """The chunks' tokens whose own KV no tier holds, each once, within the budget."""
+        fits = [c.token_ids for c in chunks if c.token_ids]
+        fits = [t for t in fits if len(head) + len(t) <= self.max_tokens]
+        engine = self.engine
+
+        def missing() -> list[list[int]]:
+            return [t for t in fits if not engine.has_chunk_kv(salt, head, t)]
+
+        unique = {tuple(t): t for t in engine.call(missing).result()}
+        return list(unique.values())
 
     def _ended(self, document_id: str, event: Event) -> None:  # engine thread
         if isinstance(event, Finished):
-            self._set(document_id, "done" if event.finish_reason != "cancelled" else "failed")
+            failed = event.finish_reason == "cancelled"
         elif isinstance(event, Failed):
             log.warning("prefill of %s failed: %s", document_id, event.message)
-            self._set(document_id, "failed")
+            failed = True
+        else:
+            return
+        with self._lock:
+            if document_id not in self._pending:
+                return  # deleted meanwhile
+            if failed:
+                self._failed.add(document_id)
+            self._pending[document_id] -= 1
+            if self._pending[document_id] <= 0:
+                del self._pending[document_id]
+                failed_any = document_id in self._failed
+                self._state[document_id] = "failed" if failed_any else "done"
 
     def _set(self, document_id: str, state: str, new: bool = False) -> None:
         with self._lock:

@@ -56,7 +56,14 @@ class Documents:
         key = engine.model_fingerprint
         prompts = DocPrompter(prompter, engine.tokenizer)
         prefill = DocPrefill(
-            engine, docs, prompts, key, salt_of, settings.doc_prefill_tokens, chunk_store.ready
+            engine,
+            docs,
+            prompts,
+            key,
+            salt_of,
+            settings.doc_prefill_tokens,
+            chunk_store.ready,
+            blends=lambda collection: settings.kv_reuse == "blend",
         )
         tokenize = token_counter(engine.tokenizer)
         uploads = UploadsInFlight()

@@ -48,6 +48,16 @@ class ChunkSpan:
         )
 
 
+@dataclass(frozen=True, slots=True)
+class ChunkKeep:
+    """What a background request that computes one chunk's own KV carries: its prompt is the
+    collection's head (the first `n_head` tokens) and then the chunk; when it ends, the slot's
+    KV is kept as that chunk's KV (`ChunkBlend.keep`)."""
+
+    n_head: int
+    document_id: str
+
+
 @dataclass(slots=True)
 class BlendPlan:
     """What a `"kv_reuse": "blend"` request carries: the head each chunk's KV is computed

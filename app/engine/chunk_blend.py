@@ -36,7 +36,7 @@ class ChunkBlend:
         self.scratch = model.scratch_seq
         self._batch = model.new_batch()
         self._head_in_scratch = False  # the scratch sequence holds the head at 0..len(head)-1
-        self.stats = {"placed": 0, "computed": 0, "tokens": 0}
+        self.stats = {"placed": 0, "computed": 0, "tokens": 0, "kept": 0}
 
     def close(self) -> None:
         self._batch.close()
@@ -124,6 +124,30 @@ class ChunkBlend:
         self.stats["computed"] += 1
         self.stats["placed"] += 1
         return len(head), True
+
+    def has(self, salt: str, head: list[int], tokens: list[int]) -> bool:
+        return self.chunks.has(salt, head, tokens)
+
+    def keep(self, task: Task, slot: Slot) -> None:
+        """A `keep_chunk` request ended: its slot's KV (head + chunk, exact, computed in the
+        background as any prompt) becomes the chunk's own KV. Where this request computed the
+        chunk, the slot then keeps the head only, so the tiers do not hold the chunk twice (as a
+        chunk and as a prefix); where a prefix served it (a document's prefill holds it), the
+        slot keeps that prefix."""
+        keep, prompt = task.request.keep_chunk, task.request.prompt
+        n = len(prompt)
+        if keep is None or slot.blended_from is not None or len(slot.cache) < n:
+            return  # cancelled, or not exact: nothing to keep
+        tokens = prompt.text_tokens(0, n)
+        head, chunk = tokens[: keep.n_head], tokens[keep.n_head :]
+        salt = task.request.cache_salt
+        if slot.cut_to(n, self.model) == n and not self.chunks.has(salt, head, chunk):
+            blob = self.chunks.host.pool.take(self.model.state_size(slot.id))
+            blob.n_bytes = self.model.state_save_into(slot.id, blob.buf)
+            self.chunks.put(salt, head, chunk, blob, keep.document_id)
+            self.stats["kept"] += 1
+        if task.n_cached <= keep.n_head:
+            slot.cut_to(keep.n_head, self.model)
 
     def _place(self, slot: Slot, span: ChunkSpan, n_head: int, first: int) -> None:
         """Move the chunk's cells in the scratch sequence to the span's positions and share

@@ -360,6 +360,11 @@ class Engine:
         Engine thread only: ask inside `call`."""
         return self.reuse.cached_length(salt, tokens)
 
+    def has_chunk_kv(self, salt: str, head: list[int], tokens: list[int]) -> bool:
+        """Whether a cache tier holds this chunk's own KV after `head` (blend) for `salt`.
+        Engine thread only: ask inside `call`."""
+        return self.blend.has(salt, head, tokens)
+
     async def save_slot(self, id_slot: int, path: Path) -> SlotSaved:
         """A slot's KV, tokens and salt into `path` (app/engine/slot_files.py)."""
         return await self.slot_files.save(id_slot, path)

@@ -185,6 +185,8 @@ class EngineLoop:
         """The task ended (its terminal event goes out right after this): queue the idle
         prefill of its conversation's next-turn boundary, publish its KV to a shared disk tier,
         then free the slot."""
+        if task.request.keep_chunk is not None:
+            self.blend.keep(task, slot)  # a chunk's own KV, computed in the background
         tail = task.next_turn_tail(self.model.is_eog)
         delay = self.config.idle_prefill_delay
         if tail and delay >= 0 and slot.cache.n_pos + len(tail) < self.model.n_ctx:

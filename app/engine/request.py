@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from app.engine.blend_plan import BlendPlan
+from app.engine.blend_plan import BlendPlan, ChunkKeep
 from app.engine.sampler import SamplingParams
 from mm.mtmd_bridge import ImageChunk
 from mm.token_sequence import TokenSequence
@@ -44,6 +44,9 @@ class GenerationRequest:
     # `"kv_reuse": "blend"`: the chunks' KV is reused wherever the prompt places them
     # (app/engine/chunk_blend.py); such a request also takes blended KV as a prefix.
     blend: BlendPlan | None = None
+    # A background request computing one chunk's own KV for blend: kept in the chunk tiers when
+    # it ends (app/engine/chunk_blend.py, `keep`).
+    keep_chunk: ChunkKeep | None = None
 
     @property
     def approximate(self) -> bool:

@@ -16,7 +16,7 @@ from tests.app.api.routes.test_documents import (
     upload_text,
 )
 from tests.app.api.routes.test_metrics_route import sample, scrape
-from tests.app.docs.test_doc_prefill import wait_prefilled
+from tests.app.docs.test_doc_prefill import prefill_state, wait_prefilled
 from tests.server import ServerProcess
 
 LONG_REPLY = {
@@ -58,17 +58,6 @@ def test_a_document_is_not_embedded_while_a_client_request_runs():
             assert doc["status"] == "processing" and time.monotonic() < deadline, doc
             time.sleep(0.05)
         assert yielding(server) == 0
-
-
-def prefill_state(server: ServerProcess, doc_id: str) -> str:
-    deadline = time.monotonic() + 180
-    while (state := call(server, "GET", f"/v1/documents/{doc_id}").json()["prefill"]) in (
-        None,
-        "queued",
-    ):
-        assert time.monotonic() < deadline, state
-        time.sleep(0.1)
-    return state
 
 
 def test_a_restart_prefills_only_the_documents_no_cache_tier_holds(tmp_path):

@@ -10,7 +10,10 @@ import pytest
 from bench.server_process import ServerProcess
 from tests.app.api.routes.test_documents import (
     BREAD,
+    CATS,
+    ROCKETS,
     TEA,
+    VOLCANO,
     ask,
     call,
     new_collection,
@@ -37,6 +40,17 @@ def wait_prefilled(server: ServerProcess, doc_id: str) -> dict:
     raise TimeoutError(f"the prefill of {doc_id} did not end")
 
 
+def prefill_state(server: ServerProcess, doc_id: str) -> str:
+    deadline = time.monotonic() + 180
+    while (state := call(server, "GET", f"/v1/documents/{doc_id}").json()["prefill"]) in (
+        None,
+        "queued",
+    ):
+        assert time.monotonic() < deadline, state
+        time.sleep(0.1)
+    return state
+
+
 def test_the_first_question_about_a_prefilled_document_reuses_head_and_chunks(server):
     col = new_collection(server, "prefilled")
     named = [("b.txt", BREAD), ("t.txt", TEA)]
@@ -59,3 +73,33 @@ def test_a_listed_document_shows_its_prefill_state(server):
     wait_prefilled(server, doc["id"])
     listed = call(server, "GET", f"/v1/collections/{col}/documents").json()["data"]
     assert [d["prefill"] for d in listed] == ["done"]
+
+
+def test_a_blending_collections_chunks_get_their_own_kv_in_the_background(tmp_path):
+    """With blend, each chunk's own KV is computed at ingest: the first question on a new
+    combination computes only k tokens per placed chunk and the question; the disk tier keeps
+    that KV across a restart, so nothing is computed again."""
+    k = 8
+    args = ("-np", "2", "-c", "4096", "--data-dir", str(tmp_path / "data"))
+    args += ("--cache-dir", str(tmp_path / "kv"), "--kv-reuse", "blend")
+    args += ("--blend-sink-tokens", str(k))
+    named = [("cats.txt", CATS), ("rockets.txt", ROCKETS), ("volcano.txt", VOLCANO)]
+
+    def first_question(server: ServerProcess, col: str, question: str, ids: list[str]) -> dict:
+        body = {"document_ids": ids, "top_k": len(ids), "max_tokens": 2, "temperature": 0}
+        timings = ask(server, col, question, **body)["timings"]
+        assert timings["kv_reuse"] == "blend" and timings["cache_sources"]["chunk"] > 0
+        # Computed: k tokens of each placed chunk (at most two), then the question; without
+        # the chunks' own KV, the chunk after the prefilled prefix would be computed whole.
+        assert timings["prompt_n"] <= 2 * k + tail_tokens(server, question)
+        return timings
+
+    with ServerProcess(*args) as server:
+        col = new_collection(server, "blended")
+        docs = [upload_text(server, col, name, text)["id"] for name, text in named]
+        for doc_id in docs:
+            assert wait_prefilled(server, doc_id)["prefill"] == "done"
+        first_question(server, col, "Which rocket went near the volcano?", docs[1:])
+    with ServerProcess(*args) as server:
+        assert [prefill_state(server, doc_id) for doc_id in docs] == ["cached"] * 3
+        first_question(server, col, "Do cats like volcanoes?", [docs[0], docs[2]])
