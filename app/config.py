@@ -293,7 +293,7 @@ class Settings(BaseSettings):
     no request runs (0: off)"""
     kv_reuse: Literal["prefix", "blend"] = setting("prefix", "--kv-reuse", group=DOCUMENTS)
     """document requests' default KV reuse: prefix only, or chunk KV at any position (blend;
-    docs/blend.md); a request's `kv_reuse` overrides it"""
+    docs/blend.md); a collection's or a request's `kv_reuse` overrides it"""
     # Replicas on one database (app/db/ingest_claims.py): a live worker renews its claim every
     # third of this; a dead one's documents wait this long before another replica takes them.
     ingest_lease: float = setting(30.0, "--ingest-lease", group=DOCUMENTS, gt=0.0)

@@ -21,6 +21,9 @@ class CreateCollectionRequest(BaseModel):
     chunk_tokens: int = Field(default=DEFAULT_CHUNK_TOKENS, ge=16, le=2048)
     overlap_tokens: int = Field(default=DEFAULT_OVERLAP_TOKENS, ge=0)
     system_prompt: NulFreeText | None = Field(default=None, max_length=20000)
+    # How its questions and chats reuse chunk KV when they do not say; None: the server's
+    # --kv-reuse (docs/blend.md).
+    kv_reuse: Literal["prefix", "blend"] | None = None
 
     @model_validator(mode="after")
     def _overlap_below_size(self) -> CreateCollectionRequest:
@@ -75,6 +78,7 @@ def collection_json(c: CollectionRecord) -> dict[str, Any]:
         "system_prompt": c.system_prompt,
         "n_documents": c.n_documents,
         "embedding_backend": c.embedding_backend,
+        "kv_reuse": c.kv_reuse,
         "created_at": int(c.created_at.timestamp()),
     }
 

@@ -22,6 +22,7 @@ class CollectionRecord:
     created_at: datetime
     n_documents: int = 0
     embedding_backend: str | None = None  # what made its vectors; None while it has none
+    kv_reuse: str | None = None  # prefix | blend for requests that do not say; None: --kv-reuse
 
 
 @dataclass(slots=True)
@@ -77,6 +78,7 @@ def collection_record(c: Collection, n_documents: int = 0) -> CollectionRecord:
         c.created_at,
         n_documents,
         c.embedding_backend,
+        c.kv_reuse,
     )
 
 

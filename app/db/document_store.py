@@ -45,6 +45,7 @@ class DocumentStore:
         chunk_tokens: int,
         overlap_tokens: int,
         system_prompt: str | None,
+        kv_reuse: str | None = None,
     ) -> CollectionRecord:
         c = Collection(
             id=new_id("col-"),
@@ -53,6 +54,7 @@ class DocumentStore:
             chunk_tokens=chunk_tokens,
             overlap_tokens=overlap_tokens,
             system_prompt=system_prompt,
+            kv_reuse=kv_reuse,
             created_at=utcnow(),
         )
         with self._tx(write=True) as s:

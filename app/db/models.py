@@ -232,6 +232,8 @@ class Collection(Base):
     # The embedding backend that made the collection's vectors (rag/embedder.py BACKENDS), set
     # by its first ingested document; vectors of another backend are never added (issue 31).
     embedding_backend: Mapped[str | None] = mapped_column(String(32), nullable=True)
+    # prefix | blend: how requests that do not say reuse chunk KV (issue 26); None: --kv-reuse.
+    kv_reuse: Mapped[str | None] = mapped_column(String(16), nullable=True)
 
 
 class Document(Base):

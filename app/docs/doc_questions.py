@@ -35,7 +35,7 @@ class DocQuestions:
     def __init__(self, docs: Documents, engine: Engine, kv_reuse: str = "prefix") -> None:
         self.docs = docs
         self.engine = engine
-        self.kv_reuse = kv_reuse  # --kv-reuse: requests that do not say
+        self.kv_reuse = kv_reuse  # --kv-reuse: requests and collections that do not say
 
     async def search(self, collection_id: str, query: str, options: SearchOptions) -> Retrieved:
         return await search(
@@ -58,7 +58,7 @@ class DocQuestions:
         found = await self.search(collection.id, question, options)
         head, tail = self.docs.prompts.parts(collection.system_prompt, question)
         laid_out = await lay_out(self.engine, head, tail, found, salt)
-        if wants_blend(getattr(options, "kv_reuse", None), self.kv_reuse):
+        if wants_blend(getattr(options, "kv_reuse", None), collection, self.kv_reuse):
             # Looking for the chunks in a long prompt is CPU work: never on the event loop.
             prompt = TokenSequence(laid_out.layout.tokens)
             laid_out.blend = await asyncio.to_thread(blend_plan, head, laid_out.chunks, prompt)
@@ -86,12 +86,15 @@ class DocQuestions:
     async def blend(
         self, tenant: str, rag: RagAsk, citations: list[dict[str, Any]], request: GenerationRequest
     ) -> None:
-        """A chat or session turn with `rag` that blends (`kv_reuse`, else --kv-reuse): the plan
-        of where its prompt holds the cited chunks, after the first collection's document head."""
-        if not citations or not wants_blend(rag.kv_reuse, self.kv_reuse):
+        """A chat or session turn with `rag` that blends (`kv_reuse`, else its first
+        collection's, else --kv-reuse): the plan of where its prompt holds the cited chunks,
+        after the first collection's document head."""
+        if not citations:
             return
         docs = self.docs
         collection = await load_collection(docs, tenant, rag.collection_ids[0])
+        if not wants_blend(rag.kv_reuse, collection, self.kv_reuse):
+            return
         ids = [int(c["chunk_id"].removeprefix("chunk-")) for c in citations]
 
         def chunks() -> list[ChunkRecord]:

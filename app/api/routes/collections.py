@@ -29,6 +29,7 @@ async def create_collection(body: CreateCollectionRequest, tenant: TenantDep, do
         body.chunk_tokens,
         body.overlap_tokens,
         body.system_prompt,
+        body.kv_reuse,
     )
     return JSONResponse(collection_json(c), status_code=201)
 

@@ -43,3 +43,14 @@ def test_same_content_is_one_document_per_collection(store: Store):
     assert duplicate and again.id == first.id
     elsewhere, duplicate = add(docs, "", b.id, "c")
     assert not duplicate and elsewhere.id != first.id
+
+
+def test_a_collection_keeps_its_kv_reuse(store: Store):
+    docs = DocumentStore(store)
+    blends = docs.create_collection("t1", "blends", 64, 8, None, kv_reuse="blend")
+    plain = docs.create_collection("t1", "plain", 64, 8, None)
+    assert blends.kv_reuse == "blend" and plain.kv_reuse is None
+    assert docs.get_collection("t1", blends.id).kv_reuse == "blend"
+    assert docs.get_collection("t1", plain.id).kv_reuse is None
+    listed = {c.name: c.kv_reuse for c in docs.list_collections("t1")}
+    assert listed == {"blends": "blend", "plain": None}

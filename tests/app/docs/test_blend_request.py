@@ -1,11 +1,15 @@
-"""Blend through the real server: `"kv_reuse": "blend"` on /ask, chat `rag` and session turns."""
+"""Blend: which requests blend (request, then collection, then --kv-reuse), and through the
+real server `"kv_reuse": "blend"` on /ask, chat `rag`, session turns and collections."""
 
 from __future__ import annotations
 
 from collections.abc import Iterator
+from datetime import UTC, datetime
 
 import pytest
 
+from app.db.document_records import CollectionRecord
+from app.docs.blend_request import collection_blends, reuse_mode, wants_blend
 from tests.app.api.routes.test_documents import (
     CATS,
     ROCKETS,
@@ -18,6 +22,27 @@ from tests.app.api.routes.test_documents import (
 from tests.server import ServerProcess
 
 K = 8
+MODES = (None, "prefix", "blend")
+
+
+def collection(kv_reuse: str | None) -> CollectionRecord:
+    return CollectionRecord("col-1", "", "c", 64, 8, None, datetime.now(UTC), kv_reuse=kv_reuse)
+
+
+@pytest.mark.parametrize("default", ["prefix", "blend"])
+@pytest.mark.parametrize("own", MODES)
+@pytest.mark.parametrize("asked", MODES)
+def test_the_request_says_else_the_collection_else_the_server(asked, own, default):
+    expected = asked if asked is not None else own if own is not None else default
+    assert reuse_mode(asked, collection(own), default) == expected
+    assert wants_blend(asked, collection(own), default) == (expected == "blend")
+
+
+def test_a_collection_blends_by_its_own_setting_else_the_server_default():
+    assert collection_blends(collection("blend"), "prefix")
+    assert not collection_blends(collection("prefix"), "blend")
+    assert collection_blends(collection(None), "blend")
+    assert not collection_blends(collection(None), "prefix")
 
 
 @pytest.fixture(scope="module")
@@ -42,19 +67,21 @@ def docs(server: ServerProcess) -> dict:
 
 
 def ask(server: ServerProcess, col: str, question: str, ids: list[str], **body) -> dict:
+    """An /ask that blends unless `body` says otherwise; a field given as None is left out."""
+    fields = {
+        "question": question,
+        "document_ids": ids,
+        "top_k": len(ids),
+        "max_tokens": 2,
+        "temperature": 0,
+        "kv_reuse": "blend",
+        **body,
+    }
     r = call(
         server,
         "POST",
         f"/v1/collections/{col}/ask",
-        json={
-            "question": question,
-            "document_ids": ids,
-            "top_k": len(ids),
-            "max_tokens": 2,
-            "temperature": 0,
-            "kv_reuse": "blend",
-            **body,
-        },
+        json={k: v for k, v in fields.items() if v is not None},
     )
     assert r.status_code == 200, r.text
     return r.json()
@@ -143,3 +170,44 @@ def test_chat_and_session_turns_blend_their_sources(server, docs):
         json={"content": "x", "rag": {**rag, "kv_reuse": "always"}},
     )
     assert bad.status_code == 400 and "kv_reuse" in bad.text
+
+
+def test_a_collection_that_blends_makes_its_questions_blend(server, docs):
+    r = call(server, "POST", "/v1/collections", json={"name": "blends", "kv_reuse": "blend"})
+    assert r.status_code == 201, r.text
+    col = r.json()
+    assert col["kv_reuse"] == "blend"
+    assert call(server, "GET", f"/v1/collections/{col['id']}").json()["kv_reuse"] == "blend"
+    listed = call(server, "GET", "/v1/collections").json()["data"]
+    assert {c["id"]: c["kv_reuse"] for c in listed}[col["id"]] == "blend"
+    assert {c["id"]: c["kv_reuse"] for c in listed}[docs["col"]] is None
+    doc = upload_text(server, col["id"], "cats.txt", CATS)["id"]
+    # No `kv_reuse` in the request: the collection's.
+    own = ask(server, col["id"], "How long do cats sleep?", [doc], kv_reuse=None)
+    assert own["timings"]["kv_reuse"] == "blend"
+    # The request's `kv_reuse` wins over the collection's.
+    asked = ask(server, col["id"], "How long do cats sleep?", [doc], kv_reuse="prefix")
+    assert "kv_reuse" not in asked["timings"]
+    # A chat's `rag` that does not say: its first collection's.
+    rag = {"collection_ids": [col["id"]], "document_ids": [doc], "top_k": 1}
+    chat = call(
+        server,
+        "POST",
+        "/v1/chat/completions",
+        json={
+            "messages": [{"role": "user", "content": "Do cats purr?"}],
+            "max_tokens": 2,
+            "rag": rag,
+        },
+    )
+    assert chat.status_code == 200, chat.text
+    assert chat.json()["timings"]["kv_reuse"] == "blend"
+    # A collection that does not say takes the server's --kv-reuse (prefix here).
+    plain = ask(server, docs["col"], "How long do cats sleep?", [docs["cats"]], kv_reuse=None)
+    assert "kv_reuse" not in plain["timings"]
+
+
+def test_a_collection_with_an_unknown_kv_reuse_is_refused(server):
+    r = call(server, "POST", "/v1/collections", json={"name": "bad", "kv_reuse": "always"})
+    assert r.status_code == 400, r.text
+    assert r.json()["error"]["param"] == "kv_reuse"
