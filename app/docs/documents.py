@@ -15,6 +15,7 @@ from app.db.deletion_log import DeletionLog
 from app.db.document_records import ChunkRecord
 from app.db.document_store import DocumentStore
 from app.db.store import Store
+from app.docs.blend_request import collection_blends
 from app.docs.deletion_watch import DeletionWatch
 from app.docs.doc_prefill import DocPrefill, SaltOf
 from app.docs.doc_prompt import DocPrompter, token_counter
@@ -63,7 +64,7 @@ class Documents:
             salt_of,
             settings.doc_prefill_tokens,
             chunk_store.ready,
-            blends=lambda collection: settings.kv_reuse == "blend",
+            blends=lambda collection: collection_blends(collection, settings.kv_reuse),
         )
         tokenize = token_counter(engine.tokenizer)
         uploads = UploadsInFlight()

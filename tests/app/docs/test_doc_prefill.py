@@ -76,13 +76,12 @@ def test_a_listed_document_shows_its_prefill_state(server):
 
 
 def test_a_blending_collections_chunks_get_their_own_kv_in_the_background(tmp_path):
-    """With blend, each chunk's own KV is computed at ingest: the first question on a new
-    combination computes only k tokens per placed chunk and the question; the disk tier keeps
-    that KV across a restart, so nothing is computed again."""
+    """In a collection that blends, each chunk's own KV is computed at ingest: the first
+    question on a new combination computes only k tokens per placed chunk and the question; the
+    disk tier keeps that KV across a restart, so nothing is computed again."""
     k = 8
     args = ("-np", "2", "-c", "4096", "--data-dir", str(tmp_path / "data"))
-    args += ("--cache-dir", str(tmp_path / "kv"), "--kv-reuse", "blend")
-    args += ("--blend-sink-tokens", str(k))
+    args += ("--cache-dir", str(tmp_path / "kv"), "--blend-sink-tokens", str(k))
     named = [("cats.txt", CATS), ("rockets.txt", ROCKETS), ("volcano.txt", VOLCANO)]
 
     def first_question(server: ServerProcess, col: str, question: str, ids: list[str]) -> dict:
@@ -95,7 +94,7 @@ def test_a_blending_collections_chunks_get_their_own_kv_in_the_background(tmp_pa
         return timings
 
     with ServerProcess(*args) as server:
-        col = new_collection(server, "blended")
+        col = new_collection(server, "blended", kv_reuse="blend")  # the server's: prefix
         docs = [upload_text(server, col, name, text)["id"] for name, text in named]
         for doc_id in docs:
             assert wait_prefilled(server, doc_id)["prefill"] == "done"

@@ -41,8 +41,8 @@ def call(server: ServerProcess, method: str, path: str, **kw) -> httpx.Response:
     return httpx.request(method, server.base_url + path, timeout=180, **kw)
 
 
-def new_collection(server: ServerProcess, name: str) -> str:
-    r = call(server, "POST", "/v1/collections", json={"name": name})
+def new_collection(server: ServerProcess, name: str, **fields: object) -> str:
+    r = call(server, "POST", "/v1/collections", json={"name": name, **fields})
     assert r.status_code == 201, r.text
     assert r.json()["object"] == "collection" and r.json()["id"].startswith("col-")
     return r.json()["id"]
