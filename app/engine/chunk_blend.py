@@ -81,6 +81,7 @@ class ChunkBlend:
                 cur = span.start + k
                 self._place(slot, span, n_head, cur)
                 slot.cache.extend(tokens[cur : span.end])
+                slot.documents |= {span.document_id}  # a deleted document's KV goes everywhere
                 if slot.blended_from is None:
                     slot.blended_from = cur
                 if not fresh:  # computed just now, for this request: not cached tokens

@@ -130,7 +130,14 @@ class EngineLoop:
         for task in self.scheduler.take_cancelled():
             task.finish("cancelled")  # no-op if it already finished
         while (admission := self.scheduler.next_admission()) is not None:
-            self._admit(*admission)
+            task, slot = admission
+            try:
+                self._admit(task, slot)
+            except Exception:  # a bug while admitting fails this request, not the others
+                log.exception("admitting a request failed")
+                slot.erase(self.model)  # its KV may be half restored or placed
+                self.scheduler.release(task)
+                task.fail("internal error while starting the request")
 
     def _clients_present(self) -> bool:
         """A client request is being received, waits in the inbox or the queue, or runs:

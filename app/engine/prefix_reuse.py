@@ -23,7 +23,7 @@ from concurrent.futures import Future
 from dataclasses import dataclass, field
 
 from app.cache.disk_cache import DiskCache, DiskEntry
-from app.cache.host_cache import HostCache, HostCacheStats
+from app.cache.host_cache import HostCache, HostCacheStats, HostEntry
 from app.engine.model import Model
 from app.engine.scheduler import Scheduler
 from app.engine.slot import Slot, usable_prefix
@@ -40,6 +40,15 @@ MIN_SAVE_TOKENS = 16
 # when it loses at least this share of its tokens.
 MIN_SAVE_SHARE = 0.25
 TIERS = ("own_slot", "other_slot", "host", "disk")
+# Host entries of blended (approximate) KV live under their own salt: a prefix request looks up
+# its tenant's salt only and never meets them; a blend request looks up both.
+BLENDED = "blended:"
+
+
+def blended_salt(salt: str) -> str:
+    return BLENDED + salt
+
+
 # Fewest tokens a task must prefill for the idle slots it parks to get their pending tails
 # (a conversation's next-turn boundary, a few tokens) decoded first, so they are saved with
 # them: a tail costs a small share of such a prefill (docs/kv-reuse.md, Measurements). The next
@@ -108,8 +117,7 @@ class PrefixReuse:
             donor, donor_n = None, 0
         if donor is not None and not self.model.can_keep(donor.id, donor.cache.pos_at(donor_n)):
             donor, donor_n = None, 0  # its sliding window has moved past that prefix
-        found = self.host.best(salt, prompt)
-        host_n = usable_prefix(prompt, found[1]) if found else 0
+        found, host_n = self._host_best(task)
         if park:  # before any restore
             if donor_n < MIN_SAVE_TOKENS:  # (a shared template header) not worth keeping a slot
                 donor, donor_n = None, 0
@@ -121,17 +129,19 @@ class PrefixReuse:
             saves = self.stats.saves
             self.park_idle(long, slot, keep=donor, tails=long)
             if self.stats.saves != saves:  # an entry saved may replace one it wholly contains
-                found = self.host.best(salt, prompt)
-                host_n = usable_prefix(prompt, found[1]) if found else 0
+                found, host_n = self._host_best(task)
         # A longer prefix on disk wins over host memory's (a shared tier holds other replicas'
         # conversations, which this one's host memory never saw).
         on_disk = self._disk_best(task)
         disk_n = usable_prefix(prompt, on_disk[1]) if on_disk else 0
         if found and host_n > max(own, donor_n) and host_n >= disk_n:
             self.save(slot, keep=0)
-            if self._restore(slot, found[0].data, found[0].tokens, found[0].salt, "host"):
-                slot.documents = found[0].documents
-                self.host.touch(found[0])
+            if self._restore(slot, found.data, found.tokens, salt, "host"):
+                slot.documents = found.documents
+                if found.salt != salt:  # blended: exact only as far as the exact tier says
+                    exact = self.host.best(salt, found.tokens)
+                    slot.blended_from = exact[1] if exact else 0
+                self.host.touch(found)
                 return self._count("host", slot.cut_to(host_n, self.model))
         if on_disk and disk_n > max(own, donor_n, host_n):
             entry = on_disk[0]
@@ -151,6 +161,19 @@ class PrefixReuse:
             self.save(slot, keep=own)  # before shifting rewrites the KV
             own = slot.shift_reuse(prompt, own, self.shift_min_chunk, self.model)
         return self._count("own_slot", self._cut(slot, own, salt))
+
+    def _host_best(self, task: Task) -> tuple[HostEntry | None, int]:
+        """Host memory's longest usable prefix of the task's prompt (entry, length); a blend
+        request may take a blended entry."""
+        prompt, salt = task.request.prompt, task.request.cache_salt
+        found = self.host.best(salt, prompt)
+        if task.request.approximate:
+            blended = self.host.best(blended_salt(salt), prompt)
+            if blended is not None and (found is None or blended[1] > found[1]):
+                found = blended
+        if found is None:
+            return None, 0
+        return found[0], usable_prefix(prompt, found[1])
 
     def park_idle(
         self,
@@ -203,9 +226,10 @@ class PrefixReuse:
 
     def save(self, slot: Slot, keep: int) -> None:
         """Copy the slot's KV to host memory if keeping only `keep` tokens would lose enough."""
-        if slot.blended_from is not None:  # the tiers hold exact KV only
+        if slot.blended_from is not None:  # the tiers hold exact KV under the tenant's salt
             if keep > slot.blended_from:
                 return  # what is dropped is approximate; what is kept stays in the slot
+            self._save_blended(slot)
             slot.cut_to(slot.blended_from, self.model)
         tokens = slot.cache
         lost = len(tokens) - keep
@@ -230,6 +254,25 @@ class PrefixReuse:
             blob.release()
         self.stats.saves += 1
         self._timed("save", "host" if to_host else "disk", t0)
+
+    def _save_blended(self, slot: Slot) -> None:
+        """The whole of a slot's blended KV into host memory, under the blended salt, where
+        only blend requests look (never to disk: the disk tier, shared by replicas, holds
+        exact KV only); the exact part is saved apart, by `save`."""
+        salt, tokens = blended_salt(slot.salt), slot.cache
+        if len(tokens) - (slot.blended_from or 0) < MIN_SAVE_TOKENS:
+            return
+        if slot.documents & self.forgotten or self.host.covers(salt, tokens):
+            return
+        t0 = time.perf_counter()
+        size = self.model.state_size(slot.id)
+        if not self.host.fits(size, len(tokens)):
+            return
+        blob = self.host.pool.take(size)
+        blob.n_bytes = self.model.state_save_into(slot.id, blob.buf)
+        self.host.store(salt, tokens, blob, slot.documents)  # takes over our reference
+        self.stats.saves += 1
+        self._timed("save", "host", t0)
 
     def prefetch(self, task: Task) -> None:
         """A queued task whose best prefix is only on disk: read it on the reader thread now,

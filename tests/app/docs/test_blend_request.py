@@ -117,6 +117,29 @@ def test_another_tenant_never_gets_the_chunks(server, docs):
     assert other["usage"]["prompt_tokens_details"]["cached_tokens"] == 0
 
 
+def test_a_blended_prompt_parked_in_host_memory_serves_blend_requests_only(server, docs):
+    col, ids, salt = docs["col"], [docs["rockets"], docs["cats"]], "parked"
+    question = "Does a cat burn kerosene?"
+    first = ask(server, col, question, ids, cache_salt=salt)
+    assert first["timings"]["kv_reuse"] == "blend"
+    # Another prompt takes a slot: the idle slot's KV is saved to host memory and its cells
+    # freed (parked), the blended part apart from the exact one.
+    other = call(
+        server,
+        "POST",
+        "/v1/chat/completions",
+        json={"messages": [{"role": "user", "content": "Count to three."}], "max_tokens": 2},
+    )
+    assert other.status_code == 200
+    again = ask(server, col, question, ids, cache_salt=salt)["timings"]
+    assert again["cache_sources"]["host"] > 0 and again["cache_sources"]["chunk"] > 0
+    assert again["prompt_n"] == 1  # an exact repeat: all but the last token restored
+    # A prefix request never gets blended KV, from host memory either.
+    exact = ask(server, col, question, ids, cache_salt=salt, kv_reuse="prefix")["timings"]
+    assert exact["cache_sources"]["chunk"] == 0
+    assert exact["prompt_n"] > K  # from where the blended KV starts, computed
+
+
 def test_deleting_a_document_purges_its_chunk_kv_from_every_tier(server):
     col = new_collection(server, "blend-forget")
     doc = upload_text(server, col, "tea.txt", VOLCANO + " Tea grows on its slopes.")

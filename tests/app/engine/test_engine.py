@@ -60,11 +60,12 @@ def run(engine: Engine, request: GenerationRequest) -> tuple[str, Finished]:
     return asyncio.run(collect(engine, request))
 
 
-def collect_events(engine: Engine, request: GenerationRequest) -> list[Any]:
-    async def events() -> list[Any]:
-        return [event async for event in engine.open(request)]
+async def async_events(engine: Engine, request: GenerationRequest) -> list[Any]:
+    return [event async for event in engine.open(request)]
 
-    return asyncio.run(events())
+
+def collect_events(engine: Engine, request: GenerationRequest) -> list[Any]:
+    return asyncio.run(async_events(engine, request))
 
 
 @contextmanager
@@ -232,6 +233,28 @@ def test_bad_requests_are_refused_before_queueing(engine: Engine):
     media.add_media(MediaChunk("img", 4, 4))
     with pytest.raises(RequestError, match="projector"):
         engine.validate(GenerationRequest(media))
+
+
+def test_a_failure_while_admitting_fails_that_request_and_the_engine_serves_on(
+    model_path: str, monkeypatch: pytest.MonkeyPatch
+):
+    with started(model_path, n_ctx=1024, n_parallel=1) as engine:
+        prepare = engine.reuse.prepare
+        calls = []
+
+        def fails_once(*args: Any, **kwargs: Any) -> Any:
+            calls.append(1)
+            if len(calls) == 1:
+                raise RuntimeError("a bug")
+            return prepare(*args, **kwargs)
+
+        monkeypatch.setattr(engine.reuse, "prepare", fails_once)
+        request = GenerationRequest(prompt_of(engine, "Hello there"), GREEDY, max_tokens=2)
+        # (Before, the request was never answered: a guard, not a timing threshold.)
+        events = asyncio.run(asyncio.wait_for(async_events(engine, request), 120))
+        assert isinstance(events[-1], Failed) and "internal error" in events[-1].message
+        _, end = run(engine, GenerationRequest(request.prompt, GREEDY, max_tokens=2))
+        assert end.completion_tokens == 2
 
 
 def test_a_stopped_engine_refuses_requests_and_calls_with_503(model_path: str):
