@@ -45,7 +45,8 @@ class BackendMismatch(Exception):
             f"collection {collection_id} holds vectors made by the embedding backend {have!r}; "
             f"this server embeds with {want!r} (--embedding-backend): vectors of two backends "
             f"are not mixed in one collection. Start the server with --embedding-backend "
-            f"{have}, or use another collection"
+            f"{have}, use another collection, or embed this one again: python -m app docs "
+            f"reembed --collection {collection_id}"
         )
         self.collection_id, self.have, self.want = collection_id, have, want
 
@@ -230,6 +231,26 @@ class ChunkStore:
         with self._tx() as s:
             rows = s.execute(query.order_by(DocChunk.id)).all()
         return [r[0] for r in rows], [np.frombuffer(r[1], dtype=np.float32) for r in rows]
+
+    def replace_vectors(
+        self, collection_id: str, ids: list[int], vectors: np.ndarray, backend: str
+    ) -> bool:
+        """Every ready chunk's vector replaced by `vectors` (by `ids`), made by `backend`, which
+        becomes the collection's, in one transaction; False, changing no vector, when the ready
+        chunks are not exactly `ids` any more (a document came or went meanwhile)."""
+        with self._tx(write=True) as s:
+            if s.get(Collection, collection_id) is None:
+                return False
+            bump_version(s, collection_id)  # locks the collection's row: no finish meanwhile
+            ready = select(DocChunk.id).join(Document, Document.id == DocChunk.document_id)
+            ready = ready.where(Document.collection_id == collection_id, Document.status == "ready")
+            if set(s.scalars(ready)) != set(ids):
+                return False  # (the version moved on: readers only sync, finding no change)
+            for chunk_id, vector in zip(ids, vectors, strict=True):
+                blob = np.asarray(vector, dtype=np.float32).tobytes()
+                s.execute(update(DocChunk).where(DocChunk.id == chunk_id).values(embedding=blob))
+            s.get(Collection, collection_id).embedding_backend = backend
+            return True
 
     def backend_of(self, collection_id: str) -> str | None:
         """The embedding backend that made the collection's vectors (None: none yet)."""

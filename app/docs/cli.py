@@ -1,5 +1,8 @@
 """`python -m app docs ingest PATH... --collection NAME`: the server's ingestion pipeline, run
 from a shell with a progress bar, into the same database and index files the server uses.
+`python -m app docs reembed --collection NAME|ID [--embedding-backend B]`: a collection's
+vectors made again with this backend (app/docs/reembed.py), e.g. after an upgrade changed the
+default backend.
 
 Documents already in the collection (same content) are skipped. Each is claimed as a server's
 worker claims it (app/db/ingest_claims.py), so a server on the same database does not ingest it
@@ -27,6 +30,7 @@ from app.docs.doc_prompt import token_counter
 from app.docs.ingest_lease import LeaseKeeper
 from app.docs.ingestor import ingest_document
 from app.docs.library import DocLibrary
+from app.docs.reembed import ReembedConflict, reembed_collection
 from app.engine.config import EngineConfig
 from app.engine.model import Model
 from rag.chunker import DEFAULT_CHUNK_TOKENS, DEFAULT_OVERLAP_TOKENS
@@ -49,6 +53,13 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     ingest.add_argument("--embedding-threads", type=int)
     ingest.add_argument("--embedding-backend")
     ingest.add_argument("--doc-max-bytes", type=int)
+    reembed = sub.add_parser(
+        "reembed", allow_abbrev=False, help="embed a collection again with this backend"
+    )
+    reembed.add_argument("--collection", required=True, help="its id, or its name")
+    for flag in ("--data-dir", "--database-url", "--embedding-model", "--embedding-backend"):
+        reembed.add_argument(flag)
+    reembed.add_argument("--embedding-threads", type=int)
     return p.parse_args(argv)
 
 
@@ -59,6 +70,55 @@ def main(argv: list[str] | None = None) -> int:
     settings = Settings(**flags)
     store = Store(settings.database())
     store.migrate()
+    try:
+        if args.command == "reembed":
+            return reembed(args, settings, store)
+        return ingest(args, settings, store)
+    finally:
+        store.close()
+
+
+def library_of(settings: Settings, chunk_store: ChunkStore) -> DocLibrary:
+    return DocLibrary(
+        chunk_store,
+        settings.index_dir(),
+        settings.embedding_model,
+        settings.embedding_threads,
+        settings.embedding_backend,
+    )
+
+
+def reembed(args: argparse.Namespace, settings: Settings, store: Store) -> int:
+    docs, chunk_store = DocumentStore(store), ChunkStore(store)
+    wanted = args.collection
+    if wanted not in chunk_store.collection_ids():
+        named = [c.id for c in docs.list_collections("") if c.name == wanted]
+        if not named:
+            print(
+                f"no collection {wanted!r} (an id, or a name of the default tenant)",
+                file=sys.stderr,
+            )
+            return 1
+        wanted = named[0]
+    library = library_of(settings, chunk_store)
+    with tqdm(desc=args.collection, unit="chunk") as bar:
+
+        def progress(done: int, total: int) -> None:
+            bar.total = total
+            bar.update(done - bar.n)
+
+        try:
+            n = reembed_collection(chunk_store, library, wanted, progress)
+        except ReembedConflict as e:
+            print(e, file=sys.stderr)
+            return 1
+    # The index file is rebuilt from the new vectors by the next server (running ones notice).
+    library.dropped(wanted)
+    print(f"collection {wanted}: {n} chunks embedded with {settings.embedding_backend}")
+    return 0
+
+
+def ingest(args: argparse.Namespace, settings: Settings, store: Store) -> int:
     docs, chunk_store = DocumentStore(store), ChunkStore(store)
     found = [c for c in docs.list_collections("") if c.name == args.collection]
     collection = (
@@ -69,13 +129,7 @@ def main(argv: list[str] | None = None) -> int:
         )
     )
     model = Model(EngineConfig(settings.model_path(), n_ctx=256, n_parallel=1, warmup=False))
-    library = DocLibrary(
-        chunk_store,
-        settings.index_dir(),
-        settings.embedding_model,
-        settings.embedding_threads,
-        settings.embedding_backend,
-    )
+    library = library_of(settings, chunk_store)
     key = cached_fingerprint(model.path)
     worker = f"cli:{socket.gethostname()[:100]}:{os.getpid()}"
     failed = 0
@@ -132,5 +186,4 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         library.flush()
         model.close()
-        store.close()
     return 1 if failed else 0

@@ -66,7 +66,9 @@ class DocLibrary:
         self._bm25: dict[str, Bm25Index] = {}
         self._dirty: set[str] = set()  # collections whose file lags their index
         self._written: dict[str, float] = {}  # collection -> when its file was last written
-        self._backends: dict[str, str] = {}  # collections whose backend is known to be ours
+        # The backend that made each indexed collection's vectors, as of its indexed version
+        # (None: no vectors yet); a re-embedding (`app docs reembed`) changes it.
+        self._made_by: dict[str, str | None] = {}
 
     @property
     def loaded(self) -> bool:
@@ -85,14 +87,12 @@ class DocLibrary:
 
     def check_backend(self, collection_id: str) -> None:
         """Raise (409) if the collection's vectors were made by another embedding backend."""
-        if collection_id in self._backends:
-            return
-        have = self.store.backend_of(collection_id)
+        self.index(collection_id)  # the backend known for it, as of its current version
+        with self._lock:
+            have = self._made_by.get(collection_id)
         if have is not None and have != self.backend:
             mismatch = BackendMismatch(collection_id, have, self.backend)
             raise RequestError(str(mismatch), code="embedding_backend_mismatch", status=409)
-        if have is not None:
-            self._backends[collection_id] = have
 
     def _path(self, collection_id: str) -> Path:
         return self.index_dir / f"{collection_id}.faiss"
@@ -109,7 +109,14 @@ class DocLibrary:
             current = version is None or self._versions.get(collection_id) == version
             if found is not None and current:
                 return found
+            backend = self.store.backend_of(collection_id)
+            if found is not None and self._made_by.get(collection_id) != backend:
+                # Re-embedded by another backend: every vector changed under the same ids.
+                self._bm25.pop(collection_id, None)
+                self._path(collection_id).unlink(missing_ok=True)
+                found = None
             index = self._load(collection_id) if found is None else self._sync(collection_id, found)
+            self._made_by[collection_id] = backend
             if version is not None:
                 self._versions[collection_id] = version
             return index
@@ -199,7 +206,7 @@ class DocLibrary:
             self._versions.pop(collection_id, None)
             self._bm25.pop(collection_id, None)
             self._dirty.discard(collection_id)
-            self._backends.pop(collection_id, None)
+            self._made_by.pop(collection_id, None)
         self._path(collection_id).unlink(missing_ok=True)
 
     def search(

@@ -41,3 +41,27 @@ def test_ingestion_writes_whole_documents_and_deletes_cascade(store: Store):
     assert docs.delete_collection("", col.id) == [doc.id]
     assert chunk_store.chunks_by_id([c.id for c in stored], "model-a") == []
     assert chunk_store.vectors(col.id, 4)[0] == []
+
+
+def test_vectors_are_replaced_whole_with_their_backend_or_not_at_all(store: Store):
+    docs, chunk_store = DocumentStore(store), ChunkStore(store)
+    col = docs.create_collection("", "c", 64, 8, None)
+    doc, _ = docs.add_document(
+        "", col.id, filename="a.txt", kind="text", sha256="e" * 64, text="x y",
+        page_starts=[], metadata={},
+    )  # fmt: skip
+    old = np.ones(4, dtype=np.float32) / 2
+    chunks = [NewChunk(i, f"part {i}", i, i + 1, None, old) for i in range(2)]
+    assert chunk_store.finish_document(doc.id, chunks, "m", [[1], [2]], 1, backend="torch")
+    ids, _, _ = chunk_store.vectors(col.id, 4)
+    new = np.eye(4, dtype=np.float32)[:2]
+    # Not the ready chunks any more (one missing): nothing changes.
+    assert not chunk_store.replace_vectors(col.id, ids[:1], new[:1], "onnx-int8")
+    assert chunk_store.backend_of(col.id) == "torch"
+    np.testing.assert_array_equal(chunk_store.vectors(col.id, 4)[1][0], old)
+    assert not chunk_store.replace_vectors("col-gone", ids, new, "onnx-int8")
+    version = chunk_store.version(col.id)
+    assert chunk_store.replace_vectors(col.id, ids, new, "onnx-int8")
+    assert chunk_store.backend_of(col.id) == "onnx-int8"
+    np.testing.assert_array_equal(chunk_store.vectors(col.id, 4)[1], new)
+    assert chunk_store.version(col.id) > version  # readers resync

@@ -87,6 +87,14 @@ def ask(server: ServerProcess, col: str, question: str, ids: list[str], **body) 
     return r.json()
 
 
+def chat_turn(server: ServerProcess, content: str, rag: dict | None = None) -> dict:
+    """One chat completion of 2 tokens (with `rag` when given); its reply, which must be a 200."""
+    body = {"messages": [{"role": "user", "content": content}], "max_tokens": 2}
+    r = call(server, "POST", "/v1/chat/completions", json={**body, **({"rag": rag} if rag else {})})
+    assert r.status_code == 200, r.text
+    return r.json()
+
+
 def test_a_new_combination_computes_k_tokens_per_chunk_and_the_question(server, docs):
     col = docs["col"]
     first = ask(server, col, "How long do cats sleep?", [docs["cats"], docs["rockets"]])
@@ -124,13 +132,7 @@ def test_a_blended_prompt_parked_in_host_memory_serves_blend_requests_only(serve
     assert first["timings"]["kv_reuse"] == "blend"
     # Another prompt takes a slot: the idle slot's KV is saved to host memory and its cells
     # freed (parked), the blended part apart from the exact one.
-    other = call(
-        server,
-        "POST",
-        "/v1/chat/completions",
-        json={"messages": [{"role": "user", "content": "Count to three."}], "max_tokens": 2},
-    )
-    assert other.status_code == 200
+    chat_turn(server, "Count to three.")
     again = ask(server, col, question, ids, cache_salt=salt)["timings"]
     assert again["cache_sources"]["host"] > 0 and again["cache_sources"]["chunk"] > 0
     assert again["prompt_n"] == 1  # an exact repeat: all but the last token restored
@@ -165,16 +167,7 @@ def test_chat_and_session_turns_blend_their_sources(server, docs):
         "kv_reuse": "blend",
     }
     ask(server, docs["col"], "Tell me.", [docs["cats"], docs["rockets"]])  # chunks computed
-    chat = call(
-        server,
-        "POST",
-        "/v1/chat/completions",
-        json={
-            "messages": [{"role": "user", "content": "What did the Saturn V burn?"}],
-            "max_tokens": 2,
-            "rag": rag,
-        },
-    ).json()
+    chat = chat_turn(server, "What did the Saturn V burn?", rag)
     assert chat["timings"]["kv_reuse"] == "blend"
     assert chat["timings"]["cache_sources"]["chunk"] > 0
     sid = call(server, "POST", "/v1/sessions", json={}).json()["id"]
@@ -213,18 +206,7 @@ def test_a_collection_that_blends_makes_its_questions_blend(server, docs):
     assert "kv_reuse" not in asked["timings"]
     # A chat's `rag` that does not say: its first collection's.
     rag = {"collection_ids": [col["id"]], "document_ids": [doc], "top_k": 1}
-    chat = call(
-        server,
-        "POST",
-        "/v1/chat/completions",
-        json={
-            "messages": [{"role": "user", "content": "Do cats purr?"}],
-            "max_tokens": 2,
-            "rag": rag,
-        },
-    )
-    assert chat.status_code == 200, chat.text
-    assert chat.json()["timings"]["kv_reuse"] == "blend"
+    assert chat_turn(server, "Do cats purr?", rag)["timings"]["kv_reuse"] == "blend"
     # A collection that does not say takes the server's --kv-reuse (prefix here).
     plain = ask(server, docs["col"], "How long do cats sleep?", [docs["cats"]], kv_reuse=None)
     assert "kv_reuse" not in plain["timings"]
