@@ -109,7 +109,7 @@ def run(chunks: int = 20_000, backend: str = DEFAULT_BACKEND) -> dict:
     out["ingest_s"] = time.perf_counter() - t0
     out["chunks"] = len(library.index(col))
     out["chunks_per_s"] = out["chunks"] / out["ingest_s"]
-    out["index_mib"] = (tmp / "indexes" / f"{col}.faiss").stat().st_size / 2**20
+    out["index_mib"] = library.index_path(col).stat().st_size / 2**20
     out["db_mib"] = (tmp / "large.db").stat().st_size / 2**20
     out["rss_mib"] = rss_mib()
     queries = [
@@ -122,7 +122,7 @@ def run(chunks: int = 20_000, backend: str = DEFAULT_BACKEND) -> dict:
     library.search(col, queries[0], 4, None, None, True)
     out["bm25_rebuild_s"] = time.perf_counter() - t0
     library.flush()
-    index_file = tmp / "indexes" / f"{col}.faiss"
+    index_file = library.index_path(col)
     written = index_file.stat().st_mtime_ns
     t0 = time.perf_counter()
     again = DocLibrary(chunk_store, tmp / "indexes", None, 2, backend)

@@ -36,6 +36,8 @@ class HostEntry:
     hits: int = 0
     priority: float = 0.0  # GDSF: clock at insertion/last hit + (hits + 1) * cost / size
     documents: frozenset[str] = frozenset()  # documents whose chunks the state holds
+    # An entry of approximate (blended) KV: its first exact_n tokens are exact. None: all are.
+    exact_n: int | None = None
 
     @property
     def n_bytes(self) -> int:

@@ -13,7 +13,7 @@ from __future__ import annotations
 import numpy as np
 from sqlalchemy import func, select, update
 
-from app.db.collection_version import bump_version, version_of
+from app.db.collection_version import bump_version, bump_version_of, version_of
 from app.db.document_records import (
     ChunkRecord,
     CollectionRecord,
@@ -239,17 +239,24 @@ class ChunkStore:
         becomes the collection's, in one transaction; False, changing no vector, when the ready
         chunks are not exactly `ids` any more (a document came or went meanwhile)."""
         with self._tx(write=True) as s:
-            if s.get(Collection, collection_id) is None:
-                return False
-            bump_version(s, collection_id)  # locks the collection's row: no finish meanwhile
+            # Locks the collection's row first (no document finishes or goes meanwhile).
+            if s.execute(bump_version_of(collection_id)).rowcount == 0:
+                return False  # deleted
             ready = select(DocChunk.id).join(Document, Document.id == DocChunk.document_id)
             ready = ready.where(Document.collection_id == collection_id, Document.status == "ready")
             if set(s.scalars(ready)) != set(ids):
                 return False  # (the version moved on: readers only sync, finding no change)
-            for chunk_id, vector in zip(ids, vectors, strict=True):
-                blob = np.asarray(vector, dtype=np.float32).tobytes()
-                s.execute(update(DocChunk).where(DocChunk.id == chunk_id).values(embedding=blob))
-            s.get(Collection, collection_id).embedding_backend = backend
+            rows = [
+                {"id": i, "embedding": np.asarray(v, dtype=np.float32).tobytes()}
+                for i, v in zip(ids, vectors, strict=True)
+            ]
+            if rows:
+                s.execute(update(DocChunk), rows)  # one UPDATE by primary key, executemany
+            s.execute(
+                update(Collection)
+                .where(Collection.id == collection_id)
+                .values(embedding_backend=backend)
+            )
             return True
 
     def backend_of(self, collection_id: str) -> str | None:

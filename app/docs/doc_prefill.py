@@ -17,7 +17,9 @@ it across a restart) is queued again; the others are `cached`.
 In a collection that blends (its `kv_reuse`, else --kv-reuse), each chunk's own KV (the head,
 then the chunk alone: what blend places at any position, app/engine/chunk_blend.py) is computed
 the same way, one background request per chunk whose KV no tier holds; the engine keeps it in the
-chunk tiers when the request ends. A document is `done` when all its requests have ended.
+chunk tiers when the request ends. A document's requests are submitted one after another (the
+engine's queue stays short however many chunks wait); it is `done` when all have ended. Where the
+model's KV cannot move a chunk (no blend), no chunk is computed.
 """
 
 from __future__ import annotations
@@ -62,7 +64,8 @@ class DocPrefill:
         self.max_tokens = min(max_tokens, engine.n_ctx_request // 2)
         self._lock = threading.Lock()
         self._state: dict[str, str] = {}  # document id -> queued | done | failed | cached
-        self._pending: dict[str, int] = {}  # document id -> its requests not ended yet
+        # document id -> its requests not submitted yet (present while its prefill runs)
+        self._todo: dict[str, list[GenerationRequest]] = {}
         self._failed: set[str] = set()  # documents one of whose requests failed
 
     @property
@@ -76,7 +79,7 @@ class DocPrefill:
     def forget(self, document_id: str) -> None:
         with self._lock:
             self._state.pop(document_id, None)
-            self._pending.pop(document_id, None)
+            self._todo.pop(document_id, None)
             self._failed.discard(document_id)
 
     def prompt(self, head: list[int], chunks: list[ChunkRecord]) -> list[int] | None:
@@ -104,10 +107,10 @@ class DocPrefill:
     def document_ready(
         self, collection: CollectionRecord, document_id: str, if_missing: bool = False
     ) -> None:
-        """Queue the document's prefill (any thread); nothing when off or nothing fits.
-        `if_missing`: not when a cache tier holds its prefix already (state `cached`); chunk KV
-        is computed only where no tier holds it."""
-        if not self.enabled:
+        """Queue the document's prefill (any thread); nothing when off, nothing fits, or its
+        prefill is under way already. `if_missing`: not when a cache tier holds its prefix
+        already (state `cached`); chunk KV is computed only where no tier holds it."""
+        if not self.enabled or self._under_way(document_id):
             return
         chunks = self.store.chunks(collection.tenant_id, document_id, self.model_key)
         if not chunks:
@@ -118,40 +121,62 @@ class DocPrefill:
         tokens = self.prompt(head, chunks)
         if tokens is not None and not (if_missing and self._cached(salt, tokens)):
             prompts.append((tokens, None))
-        if self.blends(collection):
+        blends = self.blends(collection) and self.engine.blend_unsupported is None
+        if blends:
             keep = ChunkKeep(len(head), document_id)
             prompts += [([*head, *c], keep) for c in self._chunks_missing(salt, head, chunks)]
         if not prompts:
-            if tokens is not None or self.blends(collection):
+            if tokens is not None or blends:
                 self._set(document_id, "cached", new=True)
             return
-        self._queue(document_id, salt, prompts)
-
-    def _queue(
-        self, document_id: str, salt: str, prompts: list[tuple[list[int], ChunkKeep | None]]
-    ) -> None:
+        requests = [self._request(t, salt, document_id, keep) for t, keep in prompts]
         with self._lock:
+            if document_id in self._todo:
+                return  # queued by another thread meanwhile
             self._state[document_id] = "queued"
-            self._pending[document_id] = len(prompts)
+            self._todo[document_id] = requests
             self._failed.discard(document_id)
-        for tokens, keep in prompts:
-            request = GenerationRequest(
-                TokenSequence(tokens),
-                SamplingParams(temperature=0.0, seed=0),
-                max_tokens=1,  # the KV of the prompt is the point; the token is thrown away
-                cache_salt=salt,
-                documents=frozenset({document_id}),
-                background=True,
-                keep_chunk=keep,
-            )
-            try:
-                self.engine.submit(request, lambda event: self._ended(document_id, event))
-            except RequestError as e:  # shutting down
-                log.info("prefill of %s not queued: %s", document_id, e.message)
-                with self._lock:
-                    self._pending.pop(document_id, None)  # what was queued ends unheeded
-                self._set(document_id, "failed")
+        self._next(document_id)
+
+    def _under_way(self, document_id: str) -> bool:
+        with self._lock:
+            return document_id in self._todo
+
+    @staticmethod
+    def _request(
+        tokens: list[int], salt: str, document_id: str, keep: ChunkKeep | None
+    ) -> GenerationRequest:
+        return GenerationRequest(
+            TokenSequence(tokens),
+            SamplingParams(temperature=0.0, seed=0),
+            max_tokens=1,  # the KV of the prompt is the point; the token is thrown away
+            cache_salt=salt,
+            documents=frozenset({document_id}),
+            background=True,
+            keep_chunk=keep,
+        )
+
+    def _next(self, document_id: str) -> None:
+        """Submit the document's next request, one at a time (the engine runs one background
+        task at a time anyway, and its queue stays short however many chunks wait); when none
+        is left, the document is done (or failed)."""
+        with self._lock:
+            todo = self._todo.get(document_id)
+            if todo is None:
+                return  # deleted meanwhile
+            if not todo:
+                del self._todo[document_id]
+                failed = document_id in self._failed
+                self._state[document_id] = "failed" if failed else "done"
                 return
+            request = todo.pop(0)
+        try:
+            self.engine.submit(request, lambda event: self._ended(document_id, event))
+        except RequestError as e:  # shutting down
+            log.info("prefill of %s not queued: %s", document_id, e.message)
+            with self._lock:
+                self._todo.pop(document_id, None)
+            self._set(document_id, "failed")
 
     def _cached(self, salt: str, tokens: list[int]) -> bool:
         """Whether a cache tier holds the whole prefix (all but the step's last token)."""
@@ -181,16 +206,10 @@ class DocPrefill:
             failed = True
         else:
             return
-        with self._lock:
-            if document_id not in self._pending:
-                return  # deleted meanwhile
-            if failed:
+        if failed:
+            with self._lock:
                 self._failed.add(document_id)
-            self._pending[document_id] -= 1
-            if self._pending[document_id] <= 0:
-                del self._pending[document_id]
-                failed_any = document_id in self._failed
-                self._state[document_id] = "failed" if failed_any else "done"
+        self._next(document_id)
 
     def _set(self, document_id: str, state: str, new: bool = False) -> None:
         with self._lock:

@@ -85,17 +85,28 @@ class DocLibrary:
     def dim(self) -> int:
         return self._embedder.dim if self._embedder is not None else DIM
 
-    def check_backend(self, collection_id: str) -> None:
-        """Raise (409) if the collection's vectors were made by another embedding backend."""
-        self.index(collection_id)  # the backend known for it, as of its current version
+    def check_backend(self, collection_id: str) -> VectorIndex:
+        """The collection's index; raise (409) if its vectors were made by another embedding
+        backend."""
+        index = self.index(collection_id)  # the backend known for it, as of its version
         with self._lock:
             have = self._made_by.get(collection_id)
         if have is not None and have != self.backend:
             mismatch = BackendMismatch(collection_id, have, self.backend)
             raise RequestError(str(mismatch), code="embedding_backend_mismatch", status=409)
+        return index
 
-    def _path(self, collection_id: str) -> Path:
-        return self.index_dir / f"{collection_id}.faiss"
+    def index_path(self, collection_id: str) -> Path:
+        """The index file, named after the backend that made its vectors (as of the last
+        index()): a file another backend made is never read as this one's."""
+        backend = self._made_by.get(collection_id) or "empty"
+        return self.index_dir / f"{collection_id}.{backend}.faiss"
+
+    def _unlink_files(self, collection_id: str, keep: Path | None = None) -> None:
+        """The collection's index files (older names and other backends' too) but `keep`."""
+        for path in self.index_dir.glob(f"{collection_id}.*faiss"):
+            if path != keep:
+                path.unlink(missing_ok=True)
 
     def index(self, collection_id: str) -> VectorIndex:
         """The collection's index, in step with the database: first its file if it holds
@@ -113,10 +124,9 @@ class DocLibrary:
             if found is not None and self._made_by.get(collection_id) != backend:
                 # Re-embedded by another backend: every vector changed under the same ids.
                 self._bm25.pop(collection_id, None)
-                self._path(collection_id).unlink(missing_ok=True)
                 found = None
-            index = self._load(collection_id) if found is None else self._sync(collection_id, found)
             self._made_by[collection_id] = backend
+            index = self._load(collection_id) if found is None else self._sync(collection_id, found)
             if version is not None:
                 self._versions[collection_id] = version
             return index
@@ -144,7 +154,7 @@ class DocLibrary:
         self._dirty.add(collection_id)
         now = time.monotonic()
         if now - self._written.get(collection_id, float("-inf")) >= SAVE_EVERY_S:
-            index.save(self._path(collection_id))
+            index.save(self.index_path(collection_id))
             self._dirty.discard(collection_id)
             self._written[collection_id] = now
 
@@ -153,20 +163,22 @@ class DocLibrary:
         with self._lock:
             for collection_id in sorted(self._dirty):
                 if collection_id in self._indexes:
-                    self._indexes[collection_id].save(self._path(collection_id))
+                    self._indexes[collection_id].save(self.index_path(collection_id))
             self._dirty.clear()
 
     def _load(self, collection_id: str) -> VectorIndex:
         """The saved file brought up to date (only the chunks it lacks are read), or, when it
         is missing or damaged, rebuilt from every stored vector."""
-        index = VectorIndex.load(self._path(collection_id), ann_min=self.ann_min)
+        path = self.index_path(collection_id)
+        self._unlink_files(collection_id, keep=path)  # another backend's, or an older name
+        index = VectorIndex.load(path, ann_min=self.ann_min)
         if index is not None:
             self._indexes[collection_id] = index
             return self._sync(collection_id, index)
         log.info("rebuilding the index of %s from the database", collection_id)
         ids, vectors, _ = self.store.vectors(collection_id, self.dim)
         index = VectorIndex.build(vectors.shape[1], ids, vectors, self.ann_min)
-        index.save(self._path(collection_id))
+        index.save(self.index_path(collection_id))
         self._indexes[collection_id] = index
         return index
 
@@ -207,7 +219,7 @@ class DocLibrary:
             self._bm25.pop(collection_id, None)
             self._dirty.discard(collection_id)
             self._made_by.pop(collection_id, None)
-        self._path(collection_id).unlink(missing_ok=True)
+        self._unlink_files(collection_id)
 
     def search(
         self,
@@ -219,10 +231,10 @@ class DocLibrary:
         hybrid: bool,
     ) -> list[Hit]:
         """Blocking (embeds the query): call from a worker thread."""
-        self.check_backend(collection_id)
+        index = self.check_backend(collection_id)
         vector = self.embedder().embed_query(query)
         return retrieve(
-            self.index(collection_id),
+            index,
             vector,
             top_k,
             score_threshold=score_threshold,

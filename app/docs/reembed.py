@@ -5,8 +5,10 @@ A collection keeps the vectors of the backend that made them, and a server with 
 an upgrade that changed the default backend, this is how such a collection moves over: every
 ready chunk's text is embedded again, then all its vectors and its backend are replaced in one
 transaction, so a search sees the old vectors or the new ones, never a mix. A document finished
-or deleted meanwhile makes the write refuse; the pass is then repeated. Running servers notice
-the new backend at their next use of the collection and rebuild its index from the database.
+or deleted meanwhile makes the write refuse; the pass is then repeated. A running server notices
+the new backend at its next use of the collection and rebuilds its index from the database; an
+index file is named after the backend that made it, so no server (another replica's data
+directory, one stopped meanwhile) reads an older file as the new vectors.
 """
 
 from __future__ import annotations

@@ -21,6 +21,8 @@ Engine thread only; like prefix reuse it runs between steps, so streams wait for
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from app.cache.chunk_kv import ChunkKv
 from app.engine.blend_plan import ChunkSpan
 from app.engine.model import Model
@@ -29,9 +31,14 @@ from app.engine.task import Task
 
 
 class ChunkBlend:
-    def __init__(self, model: Model, chunks: ChunkKv, sink_tokens: int) -> None:
+    def __init__(
+        self, model: Model, chunks: ChunkKv, sink_tokens: int, forgotten: set[str]
+    ) -> None:
         self.model = model
         self.chunks = chunks
+        # Deleted documents (PrefixReuse's set): their chunks' KV, computed by a task that
+        # was already queued or running, is never kept.
+        self.forgotten = forgotten
         self.sink_tokens = sink_tokens  # k: tokens recomputed at the start of each placed chunk
         self.scratch = model.scratch_seq
         self._batch = model.new_batch()
@@ -81,7 +88,7 @@ class ChunkBlend:
                 cur = span.start + k
                 self._place(slot, span, n_head, cur)
                 slot.cache.extend(tokens[cur : span.end])
-                slot.documents |= {span.document_id}  # a deleted document's KV goes everywhere
+                slot.documents |= {span.document_id}  # so that deleting it finds this slot
                 if slot.blended_from is None:
                     slot.blended_from = cur
                 if not fresh:  # computed just now, for this request: not cached tokens
@@ -118,10 +125,7 @@ class ChunkBlend:
         if not self._decode_seq(self.scratch, list(span.tokens), len(head)):
             self._clear_scratch()
             return None
-        pool = self.chunks.host.pool
-        blob = pool.take(self.model.state_size(self.scratch))
-        blob.n_bytes = self.model.state_save_into(self.scratch, blob.buf)
-        self.chunks.put(salt, head, span.tokens, blob, span.document_id)
+        self._keep_seq(self.scratch, salt, head, span.tokens, span.document_id)
         self.stats["computed"] += 1
         self.stats["placed"] += 1
         return len(head), True
@@ -142,13 +146,23 @@ class ChunkBlend:
         tokens = prompt.text_tokens(0, n)
         head, chunk = tokens[: keep.n_head], tokens[keep.n_head :]
         salt = task.request.cache_salt
-        if slot.cut_to(n, self.model) == n and not self.chunks.has(salt, head, chunk):
-            blob = self.chunks.host.pool.take(self.model.state_size(slot.id))
-            blob.n_bytes = self.model.state_save_into(slot.id, blob.buf)
-            self.chunks.put(salt, head, chunk, blob, keep.document_id)
+        kept = slot.cut_to(n, self.model) == n and not self.chunks.has(salt, head, chunk)
+        if kept and self._keep_seq(slot.id, salt, head, chunk, keep.document_id):
             self.stats["kept"] += 1
         if task.n_cached <= keep.n_head:
             slot.cut_to(keep.n_head, self.model)
+
+    def _keep_seq(
+        self, seq: int, salt: str, head: list[int], chunk: Sequence[int], document_id: str
+    ) -> bool:
+        """The sequence's KV (head + chunk) kept as the chunk's, unless its document was
+        deleted meanwhile."""
+        if document_id in self.forgotten:
+            return False
+        blob = self.chunks.host.pool.take(self.model.state_size(seq))
+        blob.n_bytes = self.model.state_save_into(seq, blob.buf)
+        self.chunks.put(salt, head, chunk, blob, document_id)
+        return True
 
     def _place(self, slot: Slot, span: ChunkSpan, n_head: int, first: int) -> None:
         """Move the chunk's cells in the scratch sequence to the span's positions and share

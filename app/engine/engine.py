@@ -107,7 +107,9 @@ class Engine:
             prefill_tail=lambda slot: slot.prefill_tail(self.model, batch),
         )
         chunks = ChunkKv(host, disk, model_fingerprint(config.model_path))
-        self.blend = ChunkBlend(self.model, chunks, config.blend_sink_tokens)
+        self.blend = ChunkBlend(
+            self.model, chunks, config.blend_sink_tokens, forgotten=self.reuse.forgotten
+        )
         self.vision = (  # opened on the engine thread by start()
             Vision(self.model, config.mmproj_path, config.n_threads, config.encoder_cache_bytes)
             if config.mmproj_path
@@ -359,6 +361,11 @@ class Engine:
         """Leading tokens of `tokens` some cache tier holds for `salt` (slots, host, disk).
         Engine thread only: ask inside `call`."""
         return self.reuse.cached_length(salt, tokens)
+
+    @property
+    def blend_unsupported(self) -> str | None:
+        """Why this model's KV cannot take chunks at any position (None: it can)."""
+        return self.model.blend_unsupported()
 
     def has_chunk_kv(self, salt: str, head: list[int], tokens: list[int]) -> bool:
         """Whether a cache tier holds this chunk's own KV after `head` (blend) for `salt`.

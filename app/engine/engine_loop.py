@@ -193,7 +193,11 @@ class EngineLoop:
         prefill of its conversation's next-turn boundary, publish its KV to a shared disk tier,
         then free the slot."""
         if task.request.keep_chunk is not None:
-            self.blend.keep(task, slot)  # a chunk's own KV, computed in the background
+            try:
+                self.blend.keep(task, slot)  # a chunk's own KV, computed in the background
+            except Exception:  # not kept; the task still ends and its slot is freed
+                log.exception("keeping a chunk's KV failed")
+                slot.erase(self.model)
         tail = task.next_turn_tail(self.model.is_eog)
         delay = self.config.idle_prefill_delay
         if tail and delay >= 0 and slot.cache.n_pos + len(tail) < self.model.n_ctx:

@@ -138,9 +138,8 @@ class PrefixReuse:
             self.save(slot, keep=0)
             if self._restore(slot, found.data, found.tokens, salt, "host"):
                 slot.documents = found.documents
-                if found.salt != salt:  # blended: exact only as far as the exact tier says
-                    exact = self.host.best(salt, found.tokens)
-                    slot.blended_from = exact[1] if exact else 0
+                if found.exact_n is not None:  # blended KV: approximate from there on
+                    slot.blended_from = found.exact_n
                 self.host.touch(found)
                 return self._count("host", slot.cut_to(host_n, self.model))
         if on_disk and disk_n > max(own, donor_n, host_n):
@@ -266,11 +265,13 @@ class PrefixReuse:
             return
         t0 = time.perf_counter()
         size = self.model.state_size(slot.id)
-        if not self.host.fits(size, len(tokens)):
-            return
+        if not self.host.has_room(size, len(tokens)):
+            return  # approximate KV never evicts an entry
         blob = self.host.pool.take(size)
         blob.n_bytes = self.model.state_save_into(slot.id, blob.buf)
-        self.host.store(salt, tokens, blob, slot.documents)  # takes over our reference
+        entry = self.host.store(salt, tokens, blob, slot.documents)  # takes over our reference
+        if entry is not None:
+            entry.exact_n = slot.blended_from
         self.stats.saves += 1
         self._timed("save", "host", t0)
 

@@ -63,8 +63,8 @@ def test_index_rebuilt_from_the_database_equals_the_saved_one(tmp_path: Path):
         chunk_store.finish_document(doc.id, chunks, "m", [[1]] * 3, number)
     first = DocLibrary(chunk_store, tmp_path / "idx", None, 1)
     saved = first.index(col.id)
-    assert (tmp_path / "idx" / f"{col.id}.faiss").exists()
-    (tmp_path / "idx" / f"{col.id}.faiss").unlink()
+    assert first.index_path(col.id).exists()
+    first.index_path(col.id).unlink()
     second = DocLibrary(chunk_store, tmp_path / "idx", None, 1)
     rebuilt = second.index(col.id)
     assert rebuilt.ids() == saved.ids() and len(rebuilt) == 6

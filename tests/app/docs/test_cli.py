@@ -3,6 +3,7 @@ index files."""
 
 from __future__ import annotations
 
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -46,7 +47,7 @@ def test_ingest_from_the_command_line(tmp_path: Path):
     [doc] = docs.list_documents("", collection.id)
     assert (doc.filename, doc.status, doc.chunks_total) == ("owls.md", "ready", 1)
     assert docs.chunks("", doc.id)[0].text.startswith("# Owls")
-    assert (tmp_path / "data" / "indexes" / f"{collection.id}.faiss").exists()
+    assert len(list((tmp_path / "data" / "indexes").glob(f"{collection.id}.*faiss"))) == 1
     store.close()
 
 
@@ -73,6 +74,8 @@ def test_reembed_moves_a_collection_to_this_backend_while_a_server_runs(tmp_path
         refused = search(server)
         assert refused.status_code == 409, refused.text
         assert refused.json()["error"]["code"] == "embedding_backend_mismatch"
+        # Another replica's index files (its own data directory), made before the re-embedding.
+        shutil.copytree(tmp_path / "data" / "indexes", tmp_path / "other" / "indexes")
         missing = docs_command("reembed", "--collection", "nope", "--data-dir", data)
         assert missing.returncode == 1 and "no collection 'nope'" in missing.stderr
         done = docs_command("reembed", "--collection", "old", "--data-dir", data)
@@ -83,9 +86,17 @@ def test_reembed_moves_a_collection_to_this_backend_while_a_server_runs(tmp_path
         hit = found.json()["data"][0]
         assert hit["filename"] == "owls.md"
     assert ChunkStore(store).backend_of(collection.id) == "onnx-int8"
-    with ServerProcess("--data-dir", data) as server:
-        fresh = search(server).json()["data"][0]
-    # The running server searched the new vectors (an index kept from before would score the
-    # query against torch's vectors).
-    assert fresh["filename"] == "owls.md" and fresh["score"] == pytest.approx(hit["score"])
+    database = f"sqlite:///{tmp_path / 'data' / 'kvchat.db'}"
+
+    def top_hit(data_dir: Path) -> dict:
+        with ServerProcess("--data-dir", str(data_dir), "--database-url", database) as server:
+            return search(server).json()["data"][0]
+
+    truth = top_hit(tmp_path / "clean")  # no index file: built from the stored vectors
+    other = top_hit(tmp_path / "other")
+    # Neither the running server's index from before nor the other replica's file of torch's
+    # vectors was kept (either would score the query differently).
+    assert truth["filename"] == "owls.md"
+    assert hit["score"] == pytest.approx(truth["score"])
+    assert other["score"] == pytest.approx(truth["score"])
     store.close()

@@ -98,7 +98,7 @@ def test_a_restart_reads_the_index_file_and_syncs_what_it_lacks_without_a_rebuil
     after.load_all()
     assert after.index(col).ids() == set(first) | set(second)
     assert CountingStore.full_reads == 0  # no rebuild from every stored vector
-    (tmp_path / "idx" / f"{col}.faiss").write_bytes(b"damaged")
+    after.index_path(col).write_bytes(b"damaged")
     again = DocLibrary(chunk_store, tmp_path / "idx", None, 1)
     assert again.index(col).ids() == set(first) | set(second)
     assert CountingStore.full_reads == 1  # a damaged file is rebuilt from the database

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from app.engine.blend_plan import BlendPlan, find_spans
+from app.engine.blend_plan import BlendPlan, ChunkKeep, find_spans
 from app.engine.config import EngineConfig
 from app.engine.engine import Engine
 from app.engine.request import GenerationRequest
@@ -100,3 +100,19 @@ def test_a_cache_that_cannot_move_chunks_falls_back_to_prefix_reuse(gemma_path):
         assert "sliding-window" in end.timings.kv_reuse_reason
         assert end.timings.as_dict()["kv_reuse_reason"] == end.timings.kv_reuse_reason
         assert end.timings.chunk_n == 0
+
+
+def test_a_background_chunk_request_keeps_its_kv_unless_its_document_was_deleted(engine):
+    head, chunks = pieces(engine)
+
+    def kept(name: str, document_id: str) -> bool:
+        keep = ChunkKeep(len(head), document_id)
+        prompt = TokenSequence([*head, *chunks[name]])
+        request = GenerationRequest(prompt, GREEDY, max_tokens=1, cache_salt="bg", keep_chunk=keep)
+        run(engine, request)
+        return engine.call(lambda: engine.has_chunk_kv("bg", head, chunks[name])).result()
+
+    assert kept("cats", "cats-doc")
+    # Deleted while its request waited or ran: what it computed is not kept.
+    engine.call(lambda: engine.reuse.forget_documents({"gone-doc"})).result()
+    assert not kept("etna", "gone-doc")
