@@ -17,8 +17,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from app.cache import state_file
-from app.cache.disk_cache import DiskCache
-from app.cache.host_cache import HostCache
+from app.cache.disk_cache import DiskCache, DiskEntry
+from app.cache.host_cache import HostCache, HostEntry
 from app.cache.state_pool import StateBlob
 from mm.token_sequence import TokenSequence
 
@@ -62,35 +62,38 @@ class ChunkKv:
     def key(self, salt: str, head: Sequence[int], tokens: Sequence[int]) -> str:
         return chunk_key(self.fingerprint, salt, head, tokens)
 
+    def _whole(
+        self, salt: str, head: Sequence[int], tokens: Sequence[int]
+    ) -> tuple[str, TokenSequence]:
+        """The entry's key and its tokens (head + chunk)."""
+        return self.key(salt, head, tokens), TokenSequence([*head, *tokens])
+
+    @staticmethod
+    def _entry(
+        tier: HostCache | DiskCache | None, key: str, whole: TokenSequence
+    ) -> HostEntry | DiskEntry | None:
+        """The tier's entry holding exactly head + chunk, or None."""
+        found = tier.best(key, whole) if tier is not None else None
+        return found[0] if found is not None and found[1] == len(whole) else None
+
     def has(self, salt: str, head: Sequence[int], tokens: Sequence[int]) -> bool:
         """Whether the host or the disk tier holds the chunk's state (nothing is read)."""
-        key = self.key(salt, head, tokens)
-        whole = TokenSequence([*head, *tokens])
-        tiers = (self.host, self.disk) if self.disk is not None else (self.host,)
-        for tier in tiers:
-            found = tier.best(key, whole)
-            if found is not None and found[1] == len(whole):
-                return True
-        return False
+        key, whole = self._whole(salt, head, tokens)
+        return any(self._entry(t, key, whole) is not None for t in (self.host, self.disk))
 
     def get(self, salt: str, head: Sequence[int], tokens: Sequence[int]) -> ChunkState | None:
         """The chunk's state from the host tier, else from disk (read on this thread, then kept
         in host memory again); None when neither holds it."""
-        key = self.key(salt, head, tokens)
-        whole = TokenSequence([*head, *tokens])
-        found = self.host.best(key, whole)
-        if found is not None and found[1] == len(whole):
-            self.host.touch(found[0])
-            return ChunkState(found[0].data, len(head), "host")
-        if self.disk is None:
-            return None
-        on_disk = self.disk.best(key, whole)
-        if on_disk is None or on_disk[1] != len(whole):
-            return None
-        data = self.disk.read(on_disk[0])
+        key, whole = self._whole(salt, head, tokens)
+        in_host = self._entry(self.host, key, whole)
+        if in_host is not None:
+            self.host.touch(in_host)
+            return ChunkState(in_host.data, len(head), "host")
+        on_disk = self._entry(self.disk, key, whole)
+        data = self.disk.read(on_disk) if on_disk is not None else None
         if data is None:
             return None
-        self.host.store(key, whole, data, on_disk[0].documents)
+        self.host.store(key, whole, data, on_disk.documents)
         return ChunkState(data, len(head), "disk")
 
     def put(
@@ -102,8 +105,7 @@ class ChunkKv:
         document_id: str,
     ) -> None:
         """Keep a state of head + chunk (taking over the caller's reference to `blob`)."""
-        key = self.key(salt, head, tokens)
-        whole = TokenSequence([*head, *tokens])
+        key, whole = self._whole(salt, head, tokens)
         documents = frozenset({document_id})
         if self.disk is not None:  # the writer holds its own reference
             self.disk.store(key, whole, blob, documents)

@@ -89,8 +89,8 @@ class DocQuestions:
         """A chat or session turn with `rag` that blends (`kv_reuse`, else its first
         collection's, else --kv-reuse): the plan of where its prompt holds the cited chunks,
         after the first collection's document head."""
-        if not citations:
-            return
+        if not citations or rag.kv_reuse == "prefix":
+            return  # (no collection lookup on the way of a turn that says)
         docs = self.docs
         collection = await load_collection(docs, tenant, rag.collection_ids[0])
         if not wants_blend(rag.kv_reuse, collection, self.kv_reuse):

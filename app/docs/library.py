@@ -102,11 +102,10 @@ class DocLibrary:
         backend = self._made_by.get(collection_id) or "empty"
         return self.index_dir / f"{collection_id}.{backend}.faiss"
 
-    def _unlink_files(self, collection_id: str, keep: Path | None = None) -> None:
-        """The collection's index files (older names and other backends' too) but `keep`."""
+    def _unlink_files(self, collection_id: str) -> None:
+        """Every index file of the collection (older names and other backends' too)."""
         for path in self.index_dir.glob(f"{collection_id}.*faiss"):
-            if path != keep:
-                path.unlink(missing_ok=True)
+            path.unlink(missing_ok=True)
 
     def index(self, collection_id: str) -> VectorIndex:
         """The collection's index, in step with the database: first its file if it holds
@@ -170,7 +169,8 @@ class DocLibrary:
         """The saved file brought up to date (only the chunks it lacks are read), or, when it
         is missing or damaged, rebuilt from every stored vector."""
         path = self.index_path(collection_id)
-        self._unlink_files(collection_id, keep=path)  # another backend's, or an older name
+        if not path.exists():  # another backend's file, or one of an older name, is never read
+            self._unlink_files(collection_id)
         index = VectorIndex.load(path, ann_min=self.ann_min)
         if index is not None:
             self._indexes[collection_id] = index

@@ -130,9 +130,6 @@ class ChunkBlend:
         self.stats["placed"] += 1
         return len(head), True
 
-    def has(self, salt: str, head: list[int], tokens: list[int]) -> bool:
-        return self.chunks.has(salt, head, tokens)
-
     def keep(self, task: Task, slot: Slot) -> None:
         """A `keep_chunk` request ended: its slot's KV (head + chunk, exact, computed in the
         background as any prompt) becomes the chunk's own KV. Where this request computed the
@@ -159,8 +156,7 @@ class ChunkBlend:
         deleted meanwhile."""
         if document_id in self.forgotten:
             return False
-        blob = self.chunks.host.pool.take(self.model.state_size(seq))
-        blob.n_bytes = self.model.state_save_into(seq, blob.buf)
+        blob = self.model.state_blob(seq, self.chunks.host.pool)
         self.chunks.put(salt, head, chunk, blob, document_id)
         return True
 

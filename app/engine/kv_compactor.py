@@ -92,9 +92,8 @@ class KvCompactor:
         written or read back; a failed read leaves the KV empty (the caller erases the slots)."""
         t0 = time.perf_counter()
         model = self.model
-        blob = self.pool.take(model.state_size(ALL_SEQUENCES))
+        blob = model.state_blob(ALL_SEQUENCES, self.pool)
         try:
-            blob.n_bytes = model.state_save_into(ALL_SEQUENCES, blob.buf)
             if blob.n_bytes == 0:
                 raise RuntimeError("could not write the KV state for compaction")
             if not model.state_restore(ALL_SEQUENCES, blob.view()):

@@ -17,6 +17,7 @@ import logging
 import llama_cpp
 import numpy as np
 
+from app.cache.state_pool import StateBlob, StatePool
 from app.engine.batch import Batch
 from app.engine.config import EngineConfig
 from mm.compute_thread import ComputeThread
@@ -252,6 +253,13 @@ class Model:
         written, 0 if it does not fit (ask `state_size` first)."""
         view = (ctypes.c_uint8 * len(buf)).from_buffer(buf)
         return llama_cpp.llama_state_seq_get_data_ext(self._ctx, view, len(buf), seq_id, 0)
+
+    def state_blob(self, seq_id: int, pool: StatePool, size: int | None = None) -> StateBlob:
+        """The sequence's KV state written into a pooled buffer (`size`: its `state_size`, when
+        the caller asked already); the caller owns the blob's reference."""
+        blob = pool.take(self.state_size(seq_id) if size is None else size)
+        blob.n_bytes = self.state_save_into(seq_id, blob.buf)
+        return blob
 
     def state_restore(self, seq_id: int, data: bytes | bytearray | memoryview) -> bool:
         """Load a saved state into an empty sequence, straight from `data` (no copy); False if

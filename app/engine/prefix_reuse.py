@@ -243,8 +243,7 @@ class PrefixReuse:
         to_host = self.host.fits(size, len(tokens))
         if not to_host and self.disk is None:
             return
-        blob = self.host.pool.take(size)
-        blob.n_bytes = self.model.state_save_into(slot.id, blob.buf)
+        blob = self.model.state_blob(slot.id, self.host.pool, size)
         if self.disk is not None:  # the writer holds its own reference
             self.disk.store(slot.salt, tokens, blob, slot.documents)
         if to_host:
@@ -267,8 +266,7 @@ class PrefixReuse:
         size = self.model.state_size(slot.id)
         if not self.host.has_room(size, len(tokens)):
             return  # approximate KV never evicts an entry
-        blob = self.host.pool.take(size)
-        blob.n_bytes = self.model.state_save_into(slot.id, blob.buf)
+        blob = self.model.state_blob(slot.id, self.host.pool, size)
         entry = self.host.store(salt, tokens, blob, slot.documents)  # takes over our reference
         if entry is not None:
             entry.exact_n = slot.blended_from

@@ -46,6 +46,8 @@ class FakeModel:
     def seq_clear(self, seq_id: int) -> None:
         self.calls.append(f"clear {seq_id}")
 
+    state_blob = Model.state_blob  # the real one, over the two methods above
+
 
 @given(
     lives=st.lists(st.integers(min_value=0, max_value=6000), max_size=40),
