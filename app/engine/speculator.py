@@ -65,18 +65,19 @@ class Speculator:
         """A draft (maybe empty) for each (task, room) about to decode its next token; `room`:
         most draft tokens the task can take (context and max_tokens left)."""
         budget = self.n_max
+        ratio = self.cost.ratio(len(decoding))
         out: list[list[int]] = []
         for task, room in decoding:
-            draft = self._draft(task, min(room, budget)) if budget > 0 else []
+            draft = self._draft(task, min(room, budget), ratio) if budget > 0 else []
             budget -= len(draft)
             out.append(draft)
         return out
 
-    def _draft(self, task: Task, room: int) -> list[int]:
+    def _draft(self, task: Task, room: int, ratio: float) -> list[int]:
         state = task.draft_state
         if state is None:
             state = task.draft_state = self._start(task)
-        n = min(room, worth_drafting(state.acceptance, self.cost.ratio))
+        n = min(room, worth_drafting(state.acceptance, ratio))
         if n < max(self.n_min, 1):
             state.acceptance += RECOVER * (PRIOR_ACCEPTANCE - state.acceptance)
             return []

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 from app.engine.draft_cost import DraftCost
 from app.engine.reply_memory import ReplyMemory
 from app.engine.request import GenerationRequest
@@ -22,7 +24,7 @@ def task_of(
 
 def cheap() -> DraftCost:
     """A draft token that costs a tenth of a generated token (a GPU's kind of figure)."""
-    return DraftCost(tau=0.01, m=0.001)
+    return DraftCost(fixed=0.1)
 
 
 def speculator(spec_type: str = "ngram-simple", n_max: int = 16, cost: DraftCost | None = None):
@@ -59,17 +61,42 @@ def test_rejections_shorten_drafts_until_none_pay_and_costly_drafts_are_fewer():
     for _ in range(20):
         spec.observe(task, 4, 0)
     assert spec.drafts([(task, 99)]) == [[]]
-    costly = speculator(cost=DraftCost(tau=0.01, m=0.009))  # a draft token ~ a step
+    costly = speculator(cost=DraftCost(fixed=0.9))  # a draft token ~ a step
     assert len(costly.drafts([(task_of(QUOTE, QUOTE[:3]), 99)])[0]) < before
 
 
 def test_the_cost_is_measured_from_steps():
     cost = DraftCost()
-    assert cost.ratio == 0.5  # the prior
+    cost.observe(2, 0, 0.020)  # 10 ms per generating slot
+    assert cost.ratio(2) == 0.5  # the prior, until a draft token is timed
     for _ in range(50):
-        cost.observe(2, 0, 0.020)  # 10 ms per generating slot
+        cost.observe(2, 0, 0.020)
         cost.observe(2, 4, 0.028)  # 2 ms per draft token
-    assert abs(cost.ratio - 0.2) < 0.01
+    assert abs(cost.ratio(2) - 0.2) < 0.01
+
+
+def test_each_batch_size_has_its_own_cost_and_an_untimed_one_drafts_nothing():
+    cost = DraftCost()
+    assert cost.ratio(1) == math.inf  # nothing timed: the first step goes without drafts
+    for _ in range(50):
+        cost.observe(1, 0, 0.009)  # one slot: 9 ms a step
+        cost.observe(1, 2, 0.018)  # 4.5 ms per draft token
+    assert abs(cost.ratio(1) - 0.5) < 0.01
+    assert cost.ratio(4) == math.inf
+    for _ in range(50):
+        cost.observe(4, 0, 0.024)  # four slots: 6 ms each
+        cost.observe(4, 2, 0.033)  # the same 4.5 ms per draft token
+    # Worth less of a busy step's tokens (a one-slot tau would make m look like 0 here).
+    assert abs(cost.ratio(4) - 0.75) < 0.01
+    assert abs(cost.ratio(1) - 0.5) < 0.01
+
+
+def test_a_busy_batch_drafts_shorter_than_a_lone_slot():
+    cost = DraftCost(tau={1: 0.009, 4: 0.006}, m=0.004)  # ratios 0.44 and 0.67
+    spec = speculator(cost=cost)
+    (alone,) = spec.drafts([(task_of(QUOTE, QUOTE[:3]), 99)])
+    busy = spec.drafts([(task_of(QUOTE, QUOTE[:3]), 99) for _ in range(4)])
+    assert 0 < max(len(d) for d in busy) < len(alone)
 
 
 def test_ngram_docs_drafts_from_an_earlier_reply_on_the_documents():
