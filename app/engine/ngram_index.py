@@ -12,7 +12,7 @@ Media placeholders (negative ids) never match a generated token, so they are lef
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 
 
 class NgramIndex:
@@ -52,6 +52,24 @@ class NgramIndex:
         """Up to m tokens that followed the latest indexed occurrence of `gram` ([]: none)."""
         end = self._ends.get(gram)
         return self.tokens[end : end + m] if end is not None and m > 0 else []
+
+    def match(self, history: Sequence[int], m: int, most: int) -> tuple[list[int], int]:
+        """Up to m tokens that followed the latest indexed occurrence of `history`'s last n
+        tokens, and the length of the run that occurrence shares with the end of `history`
+        (n to `most`): how far back the two agree, the draft's evidence. ([], 0): none.
+        `history` may be this index's own tokens (its tail is not indexed, so the occurrence
+        found is an earlier one) or another's (a request's context against a past reply)."""
+        n = self.n
+        if len(history) < n or m <= 0:
+            return [], 0
+        end = self._ends.get(tuple(history[-n:]))
+        if end is None:
+            return [], 0
+        tokens, length = self.tokens, n
+        limit = min(most, end, len(history))
+        while length < limit and tokens[end - length - 1] == history[-length - 1]:
+            length += 1
+        return tokens[end : end + m], length
 
     def propose(self, m: int) -> list[int]:
         """Up to m tokens that followed the latest earlier occurrence of the history's tail."""

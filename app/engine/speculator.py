@@ -6,9 +6,11 @@ stepper.py keeps the samples that equal the draft and rolls the KV back past the
 does not). Drafting changes no output: every token is still sampled from the model's logits at
 its position, with the sampler's state advanced token by token as without speculation.
 
-Sources, in order: the request's own context (its prompt, with the documents and the
-conversation, and the reply so far; llama-server's `ngram-simple`), then, with `ngram-docs`,
-the replies given earlier on the same documents (`ReplyMemory`).
+Sources: the request's own context (its prompt, with the documents and the conversation, and
+the reply so far; llama-server's `ngram-simple`) and, with `ngram-docs`, the replies given
+earlier on the same documents (`ReplyMemory`). The source whose match agrees longest with the
+end of the context drafts: a question asked again finds its earlier answer there, which a
+3-token match in the prompt would otherwise win.
 
 Draft length is chosen per slot (per request on it) from two measured figures: the chance that
 a draft token is accepted (a moving estimate per request, `DraftState.acceptance`) and what a
@@ -23,6 +25,7 @@ towards the prior, so it tries again now and then. The drafts of one step share 
 
 from __future__ import annotations
 
+import math
 from typing import TYPE_CHECKING
 
 from app.engine.draft_cost import DraftCost
@@ -35,6 +38,7 @@ if TYPE_CHECKING:
 
 SPEC_TYPES = ("none", "ngram-simple", "ngram-docs")
 LEARN = 0.15  # weight of each verified draft token in a request's acceptance estimate
+AGREEMENT = 16  # how far back a match's agreement with the context is counted
 RECOVER = 0.02  # a step without a draft moves the estimate this share back to the prior
 
 
@@ -77,20 +81,31 @@ class Speculator:
         state = task.draft_state
         if state is None:
             state = task.draft_state = self._start(task)
-        n = min(room, worth_drafting(state.acceptance, ratio))
-        if n < max(self.n_min, 1):
-            state.acceptance += RECOVER * (PRIOR_ACCEPTANCE - state.acceptance)
+        if ratio == math.inf:  # this batch size is not timed yet
             return []
         generated = task.generated
         state.context.extend(generated[state.n_synced :])
         state.n_synced = len(generated)
-        draft = state.context.propose(n)
-        gram = state.context.tail()
-        for reply in state.replies if not draft and gram is not None else ():
-            draft = reply.follow(gram, n)
-            if draft:
-                break
+        n = min(room, worth_drafting(state.acceptance, ratio))
+        if n < max(self.n_min, 1):
+            state.acceptance += RECOVER * (PRIOR_ACCEPTANCE - state.acceptance)
+            return []
+        draft = self._best_match(state, n)
         return draft if len(draft) >= max(self.n_min, 1) else []
+
+    @staticmethod
+    def _best_match(state: DraftState, n: int) -> list[int]:
+        """The draft whose source agrees longest with the end of the request's context: its
+        own context (prompt and reply so far), or a past reply on its documents (which wins a
+        tie: an answer to a question on the same documents, where the prompt's match is often
+        a passage the answer leaves)."""
+        history = state.context.tokens
+        best, best_length = state.context.match(history, n, AGREEMENT)
+        for reply in state.replies:
+            draft, length = reply.match(history, n, AGREEMENT)
+            if draft and length >= best_length:
+                best, best_length = draft, length
+        return best
 
     def _start(self, task: Task) -> DraftState:
         request = task.request

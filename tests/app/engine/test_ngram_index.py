@@ -50,3 +50,34 @@ def test_a_quote_is_proposed():
     assert index.propose(3) == [4, 5, 6]
     index.extend([4])
     assert index.propose(8) == [5, 6, 9, 9, 1, 2, 3, 4]
+
+
+def shared_run(history: list[int], end: int, most: int) -> int:
+    """Brute force: how many tokens before `end` equal the end of `history` (up to most)."""
+    length, limit = 0, min(most, end, len(history))
+    while length < limit and history[end - length - 1] == history[-length - 1]:
+        length += 1
+    return length
+
+
+@given(tokens, st.integers(min_value=1, max_value=4), st.integers(min_value=1, max_value=12))
+def test_a_match_is_the_proposal_with_the_length_of_the_run_it_shares(
+    history: list[int], n: int, most: int
+):
+    index = NgramIndex(n, history)
+    draft, length = index.match(index.tokens, 4, most)
+    assert draft == index.propose(4)
+    end = latest_earlier_end(history, n) if len(history) >= n else None
+    if end is None:
+        assert (draft, length) == ([], 0)
+    else:
+        assert length == max(n, shared_run(history, end, most))
+
+
+def test_a_past_reply_matches_a_new_history_as_far_back_as_they_agree():
+    reply = NgramIndex(3, [5, 6, 7, 8, 9, 10, 11])
+    reply.seal()
+    assert reply.match([1, 2, 6, 7, 8], 2, 16) == ([9, 10], 3)
+    assert reply.match([1, 5, 6, 7, 8], 2, 16) == ([9, 10], 4)  # back to the reply's start
+    assert reply.match([1, 5, 6, 7, 8], 2, 3) == ([9, 10], 3)  # at most `most`
+    assert reply.match([7, 7, 7], 2, 16) == ([], 0)

@@ -111,3 +111,20 @@ def test_ngram_docs_drafts_from_an_earlier_reply_on_the_documents():
     assert plain.drafts([(task_of([7, 8, 9], QUOTE[:3], docs), 99)]) == [[]]
     spec.forget({"d1"})
     assert spec.drafts([(task_of([7, 8, 9], QUOTE[:3], docs), 99)]) == [[]]
+
+
+def test_the_source_that_agrees_longest_drafts_and_an_earlier_reply_wins_a_tie():
+    docs = frozenset({"d1"})
+    answer = [60, 61, 62, 63, 64, 65, 66, 67]
+    # The prompt holds the answer's first three tokens, followed by something else.
+    prompt = [1, 2, 60, 61, 62, 99, 98, 97, 3, 4]
+    spec = speculator("ngram-docs")
+    spec.finished(task_of([5], answer, docs))
+    (draft,) = spec.drafts([(task_of(prompt, answer[:3], docs), 99)])
+    assert draft and draft == answer[3 : 3 + len(draft)]  # a tie (3 tokens): the reply
+    # Where the prompt agrees longer with the context's end than the reply does, the prompt.
+    prompt = [7, 8, 60, 61, 62, 99, 98, 97, 7, 8]  # ends as its 60 61 62 is preceded: 5 agree
+    spec = speculator("ngram-docs")
+    spec.finished(task_of([5], [3, 60, 61, 62, 50, 51, 52], docs))  # 3 agree
+    (draft,) = spec.drafts([(task_of(prompt, answer[:3], docs), 99)])
+    assert draft[:5] == [99, 98, 97, 7, 8]
