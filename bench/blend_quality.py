@@ -148,7 +148,7 @@ def measure(name: str, ks: list[int], n: int, threads: int) -> list[dict]:
     )
     model = Model(config)
     docs = DocPrompter(Prompter(model), model)
-    blend = ChunkBlend(model, ChunkKv(HostCache(1 << 30), None, name), 0)
+    blend = ChunkBlend(model, ChunkKv(HostCache(1 << 30), None, name), 0, forgotten=set())
     cases = []
     for question, chunks in workload(n):
         head, tail = docs.parts(None, question)

@@ -5,14 +5,17 @@ request's `BlendPlan` that lies after it is placed in prompt order:
 1. its KV (head + chunk, computed once on its own after the collection's head) is restored into
    the scratch sequence from the host or disk tier, or computed there and kept (app/cache/
    chunk_kv.py);
-2. the prompt tokens before the chunk and the chunk's first k tokens (the attention-sink
-   repair: they are computed seeing the real prefix, not the head alone) are decoded into the
-   slot;
-3. the rest of the chunk's cells are shifted to the chunk's position (llama_memory_seq_add) and
-   shared into the slot (llama_memory_seq_cp over that position range).
+2. its cells from the (k+1)-th token on are shifted to the chunk's position
+   (llama_memory_seq_add) and shared into the slot (llama_memory_seq_cp over that range),
+   leaving a gap before them: the prompt tokens since the previous chunk (a source's header)
+   and the chunk's first k tokens;
+3. once all are placed, each gap is decoded in order (the attention-sink repair: those tokens
+   are computed seeing the real prefix, not the head alone). llama.cpp takes a sequence's batch
+   only at positions after those it holds, so a gap is decoded in the scratch sequence, which
+   first shares the slot's cells before it, then shared into the slot: one small decode per
+   placed chunk. The first of them re-ropes every moved cell in one K-shift, a pass over the
+   whole cache that a decode after each placement would pay once per chunk.
 What follows the last placed chunk (the question) is left to the scheduler, as any prompt.
-llama.cpp takes a sequence's batch only at positions after those it holds, which is why each
-chunk's repair is decoded before its cells go in: one small decode per placed chunk.
 
 Where the memory cannot shift (recurrent state, a sliding-window cache without --swa-full) the
 request keeps its prefix reuse and the task says why (`timings.kv_reuse_reason`).
@@ -22,6 +25,7 @@ Engine thread only; like prefix reuse it runs between steps, so streams wait for
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 from app.cache.chunk_kv import ChunkKv
 from app.engine.blend_plan import ChunkSpan
@@ -73,34 +77,59 @@ class ChunkBlend:
         cur = task.n_done
         # Blended KV a blend request took as its prefix counts as chunk KV too.
         reused = cur - slot.blended_from if slot.blended_from is not None else 0
-        placed = 0
+        pieces: list[_Piece] = []
         try:
+            end = cur  # where the placed run ends
             for whole in plan.spans:
-                span = whole.after(cur)  # the prefix may hold its first tokens
+                span = whole.after(end)  # the prefix may hold its first tokens
                 if span.end > last or span.length <= k:
                     continue  # held by the prefix already, or not worth placing
                 loaded = self._load(task.request.cache_salt, plan.head, span)
                 if loaded is None:
-                    continue  # no room to compute it: it is computed with the prompt
+                    continue  # no room to compute it: it is computed in the next gap
                 n_head, fresh = loaded
-                if not self._decode_into(slot, tokens, cur, span.start + k):
-                    break
-                cur = span.start + k
-                self._place(slot, span, n_head, cur)
-                slot.cache.extend(tokens[cur : span.end])
-                slot.documents |= {span.document_id}  # so that deleting it finds this slot
-                if slot.blended_from is None:
-                    slot.blended_from = cur
-                if not fresh:  # computed just now, for this request: not cached tokens
-                    placed += span.end - cur
-                cur = span.end
+                self._place(slot, span, n_head, span.start + k)
+                pieces.append(_Piece(end, span, fresh))
+                end = span.end
+            pieces = self._repair(slot, tokens, pieces, k)
         finally:
             self.model.seq_clear(self.scratch)
             self._head_in_scratch = False
-        task.n_done = len(slot.cache)  # what was decoded or placed (a decode may stop early)
+        placed = 0
+        for piece in pieces:
+            body = piece.span.start + k
+            slot.documents |= {piece.span.document_id}  # so that deleting it finds this slot
+            if slot.blended_from is None:
+                slot.blended_from = body
+            if not piece.fresh:  # computed just now, for this request: not cached tokens
+                placed += piece.span.end - body
+        if pieces:
+            slot.cache.extend(tokens[cur : pieces[-1].span.end])
+        task.n_done = len(slot.cache)  # what was decoded or placed
         task.n_cached += placed
         task.chunk_n = placed + max(reused, 0)
         self.stats["tokens"] += placed
+
+    def _repair(self, slot: Slot, tokens: list[int], pieces: list[_Piece], k: int) -> list[_Piece]:
+        """Fill the gap before each placed chunk's body (the prompt tokens since the previous
+        chunk, then its first k tokens), in order: decoded into the scratch sequence, which
+        first shares the slot's cells before the gap, then shared into the slot. Every chunk is
+        placed before the first of these decodes, so the cells they moved are re-roped in one
+        K-shift, whose cost grows with the whole cache, not once per chunk. Returns the pieces
+        whose gap was filled; the slot is cut back to the first gap that had no room."""
+        model, scratch = self.model, self.scratch
+        model.seq_clear(scratch)
+        self._head_in_scratch = False
+        for i, piece in enumerate(pieces):
+            a, b = piece.gap, piece.span.start + k
+            model.seq_cp(slot.id, scratch, 0, a)
+            if not self._decode_seq(scratch, tokens[a:b], a):
+                model.seq_rm(slot.id, a, -1)
+                model.seq_clear(scratch)
+                return pieces[:i]
+            model.seq_cp(scratch, slot.id, a, b)
+            model.seq_clear(scratch)
+        return pieces
 
     def _load(self, salt: str, head: list[int], span: ChunkSpan) -> tuple[int, bool] | None:
         """Head + the span's whole chunk into the scratch sequence (positions 0..), from a tier
@@ -177,17 +206,6 @@ class ChunkBlend:
         else:
             model.seq_clear(scratch)
 
-    def _decode_into(self, slot: Slot, tokens: list[int], a: int, b: int) -> bool:
-        """Decode prompt positions [a, b) into the slot (a == what it holds); False, with
-        nothing of them left in the KV, when there is no room."""
-        for i in range(a, b, self.model.n_batch):
-            j = min(b, i + self.model.n_batch)
-            if not self._decode_seq(slot.id, tokens[i:j], i):
-                self.model.seq_rm(slot.id, len(slot.cache), -1)
-                return False
-            slot.cache.extend(tokens[i:j])
-        return True
-
     def _decode_seq(self, seq: int, tokens: list[int], pos: int) -> bool:
         for i in range(0, len(tokens), self.model.n_batch):
             run = tokens[i : i + self.model.n_batch]
@@ -200,3 +218,13 @@ class ChunkBlend:
     def _clear_scratch(self) -> None:
         self.model.seq_clear(self.scratch)
         self._head_in_scratch = False
+
+
+@dataclass(frozen=True, slots=True)
+class _Piece:
+    """A chunk placed into a slot, its body in and its gap (positions `gap` up to the body:
+    the prompt since the previous chunk, then the chunk's first k tokens) still to decode."""
+
+    gap: int
+    span: ChunkSpan
+    fresh: bool  # its KV was computed for this request

@@ -68,6 +68,27 @@ def test_a_new_combination_of_cached_chunks_computes_k_tokens_each_and_the_quest
     assert end.cached_tokens == end.prompt_tokens - t.prompt_n
 
 
+def test_every_chunk_is_placed_before_the_first_repair_decode(engine, monkeypatch):
+    """Moved cells are re-roped at the next decode, in a pass over the whole cache: placing
+    every chunk before any repair makes that one pass per request, not one per chunk."""
+    ask(engine, ["etna", "cats", "rockets"], "Which is hot?")  # each chunk's KV is kept
+    ops: list[str] = []
+    for name in ("seq_shift", "decode"):
+        real = getattr(engine.model, name)
+
+        def recorded(*args, _real=real, _name=name):
+            ops.append(_name)
+            return _real(*args)
+
+        monkeypatch.setattr(engine.model, name, recorded)
+    end, _ = ask(engine, ["cats", "etna", "rockets"], "Which is loud?")
+    assert end.timings.chunk_n > 0
+    shifts = [i for i, op in enumerate(ops) if op == "seq_shift"]
+    assert len(shifts) >= 2
+    assert "decode" not in ops[shifts[0] : shifts[-1]]
+    assert "decode" in ops[shifts[-1] :]
+
+
 def test_another_tenant_never_gets_the_chunks(engine):
     ask(engine, ["cats", "etna"], "What purrs?", salt="tenant-a")
     end, _ = ask(engine, ["etna", "cats"], "What purrs?", salt="tenant-b")
