@@ -1,0 +1,134 @@
+"""ChunkBlend's gaps on a small fake of llama.cpp's memory (positions per sequence): every
+chunk is placed, then each gap is decoded in order; a gap without room cuts the slot back to
+it and only the chunks before it count."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from app.engine.blend_plan import BlendPlan, ChunkSpan
+from app.engine.chunk_blend import ChunkBlend
+from app.engine.request import GenerationRequest
+from app.engine.slot import Slot
+from app.engine.task import Task
+from mm.token_sequence import TokenSequence
+
+SCRATCH = 7
+K = 2
+
+
+class FakeBatch:
+    def __init__(self) -> None:
+        self.runs: list[tuple[list[int], int, int]] = []
+
+    def clear(self) -> None:
+        self.runs = []
+
+    def add_run(self, tokens: list[int], pos: int, seq: int) -> None:
+        self.runs.append((list(tokens), pos, seq))
+
+    def close(self) -> None:
+        pass
+
+
+class FakeModel:
+    """Positions each sequence holds; a decode must follow the sequence's last position (as
+    llama.cpp requires), and fails once `room` decodes have been made."""
+
+    scratch_seq = SCRATCH
+    n_batch = 512
+
+    def __init__(self, room: int = 100) -> None:
+        self.seqs: dict[int, set[int]] = {}
+        self.room = room
+
+    def new_batch(self) -> FakeBatch:
+        return FakeBatch()
+
+    def blend_unsupported(self) -> str | None:
+        return None
+
+    def decode(self, batch: FakeBatch) -> int:
+        if self.room == 0:
+            return 1
+        self.room -= 1
+        for tokens, pos, seq in batch.runs:
+            held = self.seqs.setdefault(seq, set())
+            assert pos == max(held, default=-1) + 1, "a batch must follow the positions held"
+            held.update(range(pos, pos + len(tokens)))
+        return 0
+
+    def state_restore(self, seq: int, data: bytes) -> bool:
+        self.seqs[seq] = set(range(len(data)))  # the state: head + chunk, one byte a token
+        return True
+
+    def seq_shift(self, seq: int, p0: int, p1: int, delta: int) -> None:
+        held = self.seqs.get(seq, set())
+        moved = {p for p in held if p0 <= p < p1}
+        self.seqs[seq] = (held - moved) | {p + delta for p in moved}
+
+    def seq_cp(self, src: int, dst: int, p0: int, p1: int) -> None:
+        got = {p for p in self.seqs.get(src, set()) if p0 <= p < p1}
+        self.seqs.setdefault(dst, set()).update(got)
+
+    def seq_rm(self, seq: int, p0: int, p1: int = -1) -> bool:
+        end = p1 if p1 >= 0 else 1 << 30
+        self.seqs[seq] = {p for p in self.seqs.get(seq, set()) if not p0 <= p < end}
+        return True
+
+    def seq_clear(self, seq: int) -> None:
+        self.seqs[seq] = set()
+
+
+@dataclass
+class Stored:
+    data: bytes
+
+
+class FakeChunks:
+    """Every chunk's KV is held (head + chunk)."""
+
+    def get(self, salt: str, head: list[int], tokens: tuple[int, ...]) -> Stored:
+        return Stored(bytes(len(head) + len(tokens)))
+
+
+HEAD = [1, 2, 3]
+CHUNKS = {"a": tuple(range(10, 20)), "b": tuple(range(20, 30)), "c": tuple(range(30, 40))}
+
+
+def blend_request(room: int) -> tuple[FakeModel, Task, Slot, list[ChunkSpan]]:
+    prompt = [*HEAD]
+    spans = []
+    for name, tokens in CHUNKS.items():
+        prompt += [5, 6]  # a source's header: in no chunk
+        spans.append(ChunkSpan(len(prompt), name, tokens))
+        prompt += tokens
+    prompt += [7, 8, 9]  # the question
+    request = GenerationRequest(TokenSequence(prompt), blend=BlendPlan(HEAD, spans))
+    model = FakeModel(room)
+    blend = ChunkBlend(model, FakeChunks(), K, set())  # type: ignore[arg-type]
+    task, slot = Task(request, lambda event: None, True), Slot(0)
+    model.seqs[0] = set(range(len(HEAD)))  # prefix reuse gave the head
+    slot.cache.extend(HEAD)
+    task.n_done = len(HEAD)
+    blend.apply(task, slot)
+    return model, task, slot, spans
+
+
+def test_every_gap_is_filled_and_the_slot_holds_the_prompt_up_to_the_last_chunk():
+    model, task, slot, spans = blend_request(room=100)
+    assert task.n_done == spans[-1].end == len(slot.cache)
+    assert model.seqs[0] == set(range(spans[-1].end))
+    assert model.seqs[SCRATCH] == set()
+    assert slot.documents == {"a", "b", "c"}
+    assert slot.blended_from == spans[0].start + K
+    assert task.chunk_n == sum(len(CHUNKS[s.document_id]) - K for s in spans)
+
+
+def test_a_gap_without_room_cuts_the_slot_back_to_it():
+    model, task, slot, spans = blend_request(room=1)  # the first gap's decode only
+    assert task.n_done == spans[0].end == len(slot.cache)
+    assert model.seqs[0] == set(range(spans[0].end))  # nothing placed after it is left
+    assert model.seqs[SCRATCH] == set()
+    assert slot.documents == {"a"}
+    assert task.chunk_n == len(CHUNKS["a"]) - K
