@@ -93,8 +93,7 @@ class ChunkBlend:
                 end = span.end
             pieces = self._repair(slot, tokens, pieces, k)
         finally:
-            self.model.seq_clear(self.scratch)
-            self._head_in_scratch = False
+            self._clear_scratch()
         placed = 0
         for piece in pieces:
             body = piece.span.start + k
@@ -116,19 +115,17 @@ class ChunkBlend:
         first shares the slot's cells before the gap, then shared into the slot. Every chunk is
         placed before the first of these decodes, so the cells they moved are re-roped in one
         K-shift, whose cost grows with the whole cache, not once per chunk. Returns the pieces
-        whose gap was filled; the slot is cut back to the first gap that had no room."""
+        whose gap was filled; the slot is cut back to the first gap that had no room. The
+        caller clears the scratch sequence afterwards."""
         model, scratch = self.model, self.scratch
-        model.seq_clear(scratch)
-        self._head_in_scratch = False
         for i, piece in enumerate(pieces):
             a, b = piece.gap, piece.span.start + k
+            self._clear_scratch()
             model.seq_cp(slot.id, scratch, 0, a)
             if not self._decode_seq(scratch, tokens[a:b], a):
                 model.seq_rm(slot.id, a, -1)
-                model.seq_clear(scratch)
                 return pieces[:i]
             model.seq_cp(scratch, slot.id, a, b)
-            model.seq_clear(scratch)
         return pieces
 
     def _load(self, salt: str, head: list[int], span: ChunkSpan) -> tuple[int, bool] | None:

@@ -44,15 +44,6 @@ class NgramIndex:
                 ends[gram] = e
         self._indexed = max(self._indexed, end)
 
-    def tail(self) -> tuple[int, ...] | None:
-        """The last n tokens (None: the history is shorter than n)."""
-        return tuple(self.tokens[-self.n :]) if len(self.tokens) >= self.n else None
-
-    def follow(self, gram: tuple[int, ...], m: int) -> list[int]:
-        """Up to m tokens that followed the latest indexed occurrence of `gram` ([]: none)."""
-        end = self._ends.get(gram)
-        return self.tokens[end : end + m] if end is not None and m > 0 else []
-
     def match(self, history: Sequence[int], m: int, most: int) -> tuple[list[int], int]:
         """Up to m tokens that followed the latest indexed occurrence of `history`'s last n
         tokens, and the length of the run that occurrence shares with the end of `history`
@@ -70,8 +61,3 @@ class NgramIndex:
         while length < limit and tokens[end - length - 1] == history[-length - 1]:
             length += 1
         return tokens[end : end + m], length
-
-    def propose(self, m: int) -> list[int]:
-        """Up to m tokens that followed the latest earlier occurrence of the history's tail."""
-        gram = self.tail()
-        return self.follow(gram, m) if gram is not None else []

@@ -25,7 +25,6 @@ towards the prior, so it tries again now and then. The drafts of one step share 
 
 from __future__ import annotations
 
-import math
 from typing import TYPE_CHECKING
 
 from app.engine.draft_cost import DraftCost
@@ -81,15 +80,13 @@ class Speculator:
         state = task.draft_state
         if state is None:
             state = task.draft_state = self._start(task)
-        if ratio == math.inf:  # this batch size is not timed yet
-            return []
-        generated = task.generated
-        state.context.extend(generated[state.n_synced :])
-        state.n_synced = len(generated)
         n = min(room, worth_drafting(state.acceptance, ratio))
         if n < max(self.n_min, 1):
             state.acceptance += RECOVER * (PRIOR_ACCEPTANCE - state.acceptance)
             return []
+        generated = task.generated
+        state.context.extend(generated[state.n_synced :])
+        state.n_synced = len(generated)
         draft = self._best_match(state, n)
         return draft if len(draft) >= max(self.n_min, 1) else []
 

@@ -20,7 +20,7 @@ def latest_earlier_end(history: list[int], n: int) -> int | None:
 
 
 @given(tokens, tokens, st.integers(min_value=1, max_value=4), st.integers(min_value=1, max_value=8))
-def test_proposal_follows_the_latest_earlier_occurrence(
+def test_a_match_follows_the_latest_earlier_occurrence(
     first: list[int], more: list[int], n: int, m: int
 ):
     index = NgramIndex(n, first)
@@ -28,7 +28,7 @@ def test_proposal_follows_the_latest_earlier_occurrence(
     history = first + more
     end = latest_earlier_end(history, n) if len(history) >= n else None
     want = history[end : end + m] if end is not None else []
-    assert index.propose(m) == want
+    assert index.match(index.tokens, m, n)[0] == want
 
 
 @given(tokens, st.integers(min_value=1, max_value=4))
@@ -36,20 +36,19 @@ def test_a_sealed_index_finds_its_own_tail(history: list[int], n: int):
     index = NgramIndex(n, history)
     index.seal()
     if len(history) >= n:
-        assert index.follow(tuple(history[-n:]), 4) == []  # nothing after the very end
-        assert index.propose(4) == []
+        assert index.match(history, 4, n)[0] == []  # nothing after the very end
 
 
 def test_media_placeholders_never_match():
     index = NgramIndex(2, [-1, -1, 7, -1, -1])
-    assert index.follow((-1, -1), 3) == []
+    assert index.match([-1, -1], 3, 2)[0] == []
 
 
 def test_a_quote_is_proposed():
     index = NgramIndex(3, [1, 2, 3, 4, 5, 6, 9, 9, 1, 2, 3])
-    assert index.propose(3) == [4, 5, 6]
+    assert index.match(index.tokens, 3, 3)[0] == [4, 5, 6]
     index.extend([4])
-    assert index.propose(8) == [5, 6, 9, 9, 1, 2, 3, 4]
+    assert index.match(index.tokens, 8, 3)[0] == [5, 6, 9, 9, 1, 2, 3, 4]
 
 
 def shared_run(history: list[int], end: int, most: int) -> int:
@@ -61,16 +60,14 @@ def shared_run(history: list[int], end: int, most: int) -> int:
 
 
 @given(tokens, st.integers(min_value=1, max_value=4), st.integers(min_value=1, max_value=12))
-def test_a_match_is_the_proposal_with_the_length_of_the_run_it_shares(
-    history: list[int], n: int, most: int
-):
+def test_a_match_has_the_length_of_the_run_it_shares(history: list[int], n: int, most: int):
     index = NgramIndex(n, history)
     draft, length = index.match(index.tokens, 4, most)
-    assert draft == index.propose(4)
     end = latest_earlier_end(history, n) if len(history) >= n else None
     if end is None:
         assert (draft, length) == ([], 0)
     else:
+        assert draft == history[end : end + 4]
         assert length == max(n, shared_run(history, end, most))
 
 

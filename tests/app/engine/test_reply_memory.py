@@ -11,7 +11,7 @@ def test_a_reply_drafts_for_its_documents_and_tenant_only():
     memory = ReplyMemory(2)
     memory.add("tenant-a", frozenset({"d1", "d2"}), REPLY)
     found = memory.replies("tenant-a", frozenset({"d2", "d9"}))
-    assert len(found) == 1 and found[0].follow((6, 7), 3) == [8, 9, 10]
+    assert len(found) == 1 and found[0].match([6, 7], 3, 2)[0] == [8, 9, 10]
     assert memory.replies("tenant-b", frozenset({"d1"})) == []
     assert memory.replies("tenant-a", frozenset({"d3"})) == []
 
