@@ -5,16 +5,20 @@ request's `BlendPlan` that lies after it is placed in prompt order:
 1. its KV (head + chunk, computed once on its own after the collection's head) is restored into
    the scratch sequence from the host or disk tier, or computed there and kept (app/cache/
    chunk_kv.py);
-2. its cells from the (k+1)-th token on are shifted to the chunk's position
-   (llama_memory_seq_add) and shared into the slot (llama_memory_seq_cp over that range),
-   leaving a gap before them: the prompt tokens since the previous chunk (a source's header)
-   and the chunk's first k tokens;
+2. its cells from the (k+1)-th token on are shifted to the chunk's position and shared into
+   the slot (llama_memory_seq_cp over that range), leaving a gap before them: the prompt tokens
+   since the previous chunk (a source's header) and the chunk's first k tokens. A state from a
+   tier is shifted on the host before its restore where the model allows (app/engine/
+   state_shift.py); otherwise, and for a chunk computed just now, in llama.cpp
+   (llama_memory_seq_add);
 3. once all are placed, each gap is decoded in order (the attention-sink repair: those tokens
    are computed seeing the real prefix, not the head alone). llama.cpp takes a sequence's batch
    only at positions after those it holds, so a gap is decoded in the scratch sequence, which
    first shares the slot's cells before it, then shared into the slot: one small decode per
-   placed chunk. The first of them re-ropes every moved cell in one K-shift, a pass over the
-   whole cache that a decode after each placement would pay once per chunk.
+   placed chunk. Cells moved in llama.cpp are re-roped at the first of them, in one K-shift, a
+   pass over the whole cache that a decode after each placement would pay once per chunk.
+   (Decoding the gaps side by side, each in a scratch sequence of its own, saves decodes but
+   each gap then sees the chunks before it unrepaired: measured worse, docs/blend.md.)
 What follows the last placed chunk (the question) is left to the scheduler, as any prompt.
 
 Where the memory cannot shift (recurrent state, a sliding-window cache without --swa-full) the
@@ -31,6 +35,7 @@ from app.cache.chunk_kv import ChunkKv
 from app.engine.blend_plan import ChunkSpan
 from app.engine.model import Model
 from app.engine.slot import Slot
+from app.engine.state_shift import StateShift
 from app.engine.task import Task
 
 
@@ -45,6 +50,7 @@ class ChunkBlend:
         self.forgotten = forgotten
         self.sink_tokens = sink_tokens  # k: tokens recomputed at the start of each placed chunk
         self.scratch = model.scratch_seq
+        self.shifter = StateShift(model)
         self._batch = model.new_batch()
         self._head_in_scratch = False  # the scratch sequence holds the head at 0..len(head)-1
         self.stats = {"placed": 0, "computed": 0, "tokens": 0, "kept": 0}
@@ -78,6 +84,7 @@ class ChunkBlend:
         # Blended KV a blend request took as its prefix counts as chunk KV too.
         reused = cur - slot.blended_from if slot.blended_from is not None else 0
         pieces: list[_Piece] = []
+        self.shifter.check()
         try:
             end = cur  # where the placed run ends
             for whole in plan.spans:
@@ -88,7 +95,11 @@ class ChunkBlend:
                 if loaded is None:
                     continue  # no room to compute it: it is computed in the next gap
                 n_head, fresh = loaded
-                self._place(slot, span, n_head, span.start + k)
+                if n_head >= 0:
+                    self._place(slot, span, n_head, span.start + k)
+                else:  # restored at its place
+                    self.model.seq_cp(self.scratch, slot.id, span.start + k, span.end)
+                    self._clear_scratch()
                 pieces.append(_Piece(end, span, fresh))
                 end = span.end
             pieces = self._repair(slot, tokens, pieces, k)
@@ -131,9 +142,18 @@ class ChunkBlend:
     def _load(self, salt: str, head: list[int], span: ChunkSpan) -> tuple[int, bool] | None:
         """Head + the span's whole chunk into the scratch sequence (positions 0..), from a tier
         or computed and kept; returns (the head's length, whether it was computed now), None
-        when the KV has no room."""
+        when the KV has no room. A state from a tier that could be shifted on the host holds
+        the span's cells only, at the span's positions: the head's length is then -1."""
         state = self.chunks.get(salt, head, span.tokens)
         if state is not None:
+            first = len(head) + span.offset  # the span's first token in the state
+            moved = self.shifter.shift(state.data, first, first + span.length, span.start - first)
+            if moved is not None:
+                self._clear_scratch()
+                if not self.model.state_restore(self.scratch, moved):
+                    return None
+                self.stats["placed"] += 1
+                return -1, False
             if not self.model.state_restore(self.scratch, state.data):
                 self._clear_scratch()
                 return None

@@ -287,6 +287,14 @@ class Model:
         )
         return not recurrent and (self.n_swa <= 0 or self.swa_full)
 
+    @property
+    def rope_type(self) -> int:
+        return llama_cpp.llama_model_rope_type(self._model)
+
+    @property
+    def rope_freq_scale(self) -> float:
+        return llama_cpp.llama_model_rope_freq_scale_train(self._model)
+
     def blend_unsupported(self) -> str | None:
         """Why chunk KV cannot be moved to another position in this memory (None: it can)."""
         if self.n_swa > 0 and not self.swa_full:

@@ -68,12 +68,10 @@ def test_a_new_combination_of_cached_chunks_computes_k_tokens_each_and_the_quest
     assert end.cached_tokens == end.prompt_tokens - t.prompt_n
 
 
-def test_every_chunk_is_placed_before_the_first_repair_decode(engine, monkeypatch):
-    """Moved cells are re-roped at the next decode, in a pass over the whole cache: placing
-    every chunk before any repair makes that one pass per request, not one per chunk."""
-    ask(engine, ["etna", "cats", "rockets"], "Which is hot?")  # each chunk's KV is kept
+def record(engine: Engine, monkeypatch, names: tuple[str, ...]) -> list[str]:
+    """The model's calls of `names`, in order, from now on."""
     ops: list[str] = []
-    for name in ("seq_shift", "decode"):
+    for name in names:
         real = getattr(engine.model, name)
 
         def recorded(*args, _real=real, _name=name):
@@ -81,12 +79,32 @@ def test_every_chunk_is_placed_before_the_first_repair_decode(engine, monkeypatc
             return _real(*args)
 
         monkeypatch.setattr(engine.model, name, recorded)
+    return ops
+
+
+def test_every_chunk_is_placed_before_the_first_repair_decode(engine, monkeypatch):
+    """Where chunks are moved in llama.cpp, their cells are re-roped at the next decode, in a
+    pass over the whole cache: placing every chunk before any repair makes that one pass per
+    request, not one per chunk."""
+    ask(engine, ["etna", "cats", "rockets"], "Which is hot?")  # each chunk's KV is kept
+    monkeypatch.setattr(engine.blend.shifter, "shift", lambda *args: None)  # as a model it cannot
+    ops = record(engine, monkeypatch, ("seq_shift", "decode"))
     end, _ = ask(engine, ["cats", "etna", "rockets"], "Which is loud?")
     assert end.timings.chunk_n > 0
     shifts = [i for i, op in enumerate(ops) if op == "seq_shift"]
     assert len(shifts) >= 2
     assert "decode" not in ops[shifts[0] : shifts[-1]]
     assert "decode" in ops[shifts[-1] :]
+
+
+def test_kept_chunks_are_moved_on_the_host_leaving_llama_cpp_nothing_to_re_rope(
+    engine, monkeypatch
+):
+    ask(engine, ["rockets", "cats", "etna"], "Which is fast?")  # each chunk's KV is kept
+    ops = record(engine, monkeypatch, ("seq_shift", "state_restore"))
+    end, _ = ask(engine, ["etna", "rockets", "cats"], "Which burns?")
+    assert end.timings.chunk_n > 0 and end.timings.kv_reuse == "blend"
+    assert "state_restore" in ops and "seq_shift" not in ops
 
 
 def test_another_tenant_never_gets_the_chunks(engine):

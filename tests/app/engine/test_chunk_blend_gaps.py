@@ -36,6 +36,7 @@ class FakeModel:
     llama.cpp requires), and fails once `room` decodes have been made."""
 
     scratch_seq = SCRATCH
+    rope_type = -1  # LLAMA_ROPE_TYPE_NONE: chunks are shifted in llama.cpp
     n_batch = 512
 
     def __init__(self, room: int = 100) -> None:
