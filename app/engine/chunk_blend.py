@@ -95,11 +95,11 @@ class ChunkBlend:
                 if loaded is None:
                     continue  # no room to compute it: it is computed in the next gap
                 n_head, fresh = loaded
-                if n_head >= 0:
-                    self._place(slot, span, n_head, span.start + k)
-                else:  # restored at its place
+                if n_head is None:  # restored at its place
                     self.model.seq_cp(self.scratch, slot.id, span.start + k, span.end)
                     self._clear_scratch()
+                else:
+                    self._place(slot, span, n_head, span.start + k)
                 pieces.append(_Piece(end, span, fresh))
                 end = span.end
             pieces = self._repair(slot, tokens, pieces, k)
@@ -139,11 +139,11 @@ class ChunkBlend:
             model.seq_cp(scratch, slot.id, a, b)
         return pieces
 
-    def _load(self, salt: str, head: list[int], span: ChunkSpan) -> tuple[int, bool] | None:
+    def _load(self, salt: str, head: list[int], span: ChunkSpan) -> tuple[int | None, bool] | None:
         """Head + the span's whole chunk into the scratch sequence (positions 0..), from a tier
         or computed and kept; returns (the head's length, whether it was computed now), None
         when the KV has no room. A state from a tier that could be shifted on the host holds
-        the span's cells only, at the span's positions: the head's length is then -1."""
+        the span's cells only, at the span's positions: the head's length is then None."""
         state = self.chunks.get(salt, head, span.tokens)
         if state is not None:
             first = len(head) + span.offset  # the span's first token in the state
@@ -153,7 +153,7 @@ class ChunkBlend:
                 if not self.model.state_restore(self.scratch, moved):
                     return None
                 self.stats["placed"] += 1
-                return -1, False
+                return None, False
             if not self.model.state_restore(self.scratch, state.data):
                 self._clear_scratch()
                 return None
