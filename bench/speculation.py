@@ -2,19 +2,23 @@
 
     python -m bench.speculation [--quick] [--out DIR]
 
-Servers, one at a time, each round in the other order (a drift of the machine lands on all):
+The servers run side by side and take each request in turn, the order rotated from one request
+to the next (this machine's speed drifts by 10-20% from minute to minute, so servers measured one
+after the other differ by more than what is measured); each round starts from the other end:
 - ours: `--spec-type ngram-docs`;
 - ours, no speculation: default flags (`--spec-type none`);
 - llama-server: `--spec-type ngram-simple` (its defaults: 12-token n-gram, 48-token draft).
 All with the bench's flags (-np 4 -c 8192 -t 2), greedy, `ignore_eos` so every reply has the
-same length. Rows (decode speed = (reply tokens - 1) / (end - first token)):
+same length; ours with `--idle-prefill-delay -1` (no background work while another server is
+measured). Rows (decode speed = (reply tokens - 1) / (end - first token)):
 - quoting: a document in the prompt, asked to quote it;
 - document answers: the doc-QA workload's documents in the prompt (as llama-server is fed
   them), its questions;
 - document answers, as each server is used: the doc-QA workload's documents in a collection of
   ours, its questions through `/ask` (retrieval, our layout, the replies earlier questions on the
-  same documents got as a draft source), and llama-server fed the same retrieved chunks in
-  score order through chat (bench.doc_qa's prompt);
+  same documents got as a draft source; each round a new collection, so no reply is remembered
+  at its start), and llama-server fed the same retrieved chunks in score order through chat
+  (bench.doc_qa's prompt);
 - free text: a story, nothing to copy;
 - 4 busy slots: four quoting requests at once, aggregate tokens per second over the wall time.
 Targets: quoting and document answers (as each server is used) >= 1.1x llama-server with
@@ -30,6 +34,7 @@ import statistics
 import sys
 import time
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import ExitStack
 from pathlib import Path
 
 import httpx
@@ -43,13 +48,17 @@ from bench.targets import Target, table_lines, target
 RESULTS = ROOT / "bench" / "results"
 REPLY = 128
 SERVERS = ("ours", "ours-no-spec", "llama-server-spec")
+OURS = ("ours", "ours-no-spec")
+# Ours prefill a chat's next turn when idle: off here, where an idle server's background work
+# would run while another is measured (it makes no token of a reply faster).
+QUIET = ("--idle-prefill-delay", "-1")
 
 
 def make(name: str, model: str) -> peers.Peer:
     if name == "ours":
-        return peers.ours(model, extra=("--spec-type", "ngram-docs"))
+        return peers.ours(model, extra=("--spec-type", "ngram-docs", *QUIET))
     if name == "ours-no-spec":
-        peer = peers.ours(model)
+        peer = peers.ours(model, extra=QUIET)
         peer.name = name
         return peer
     peer = peers.llama_server(model)
@@ -94,30 +103,37 @@ def ask_workload(quick: bool) -> tuple[list[tuple[str, str, str]], list[str]]:
     return doc_qa_workload.corpus(plan, rnd), doc_qa_workload.questions(plan, rnd)[:n]
 
 
-def ask_ours(base: str, quick: bool, hits_of: dict[str, list]) -> list[float]:
-    """Ingest the corpus into a collection, then ask each question through /ask; the
-    retrieved chunks are kept for llama-server (`hits_of`)."""
-    docs, asked = ask_workload(quick)
+def ingest(base: str, quick: bool) -> str:
+    """A new collection of the doc-QA corpus on one of ours, once its documents are ready and
+    prefilled (so that no background work runs while another server is measured); its id. A
+    new collection has documents of its own: no replies remembered on them yet."""
+    docs, _ = ask_workload(quick)
     col = httpx.post(f"{base}/v1/collections", json={"name": "spec"}, timeout=60).json()["id"]
-    doc_qa.wait_ready(base, doc_qa.upload(base, col, docs))
-    speeds = []
-    for q in asked:
-        if q not in hits_of:
-            found = httpx.post(
-                f"{base}/v1/collections/{col}/search",
-                json={"query": q, "top_k": doc_qa.TOP_K},
-                timeout=60,
-            )
-            hits_of[q] = found.json()["data"]
-        body = {"question": q, "top_k": doc_qa.TOP_K, "max_tokens": REPLY, "ignore_eos": True}
-        speeds.append(speed(stream(f"{base}/v1/collections/{col}/ask", body)))
-    return speeds
+    ids = doc_qa.upload(base, col, docs)
+    doc_qa.wait_ready(base, ids)
+    doc_qa.wait_prefilled(base, ids)
+    return col
 
 
-def ask_peer(base: str, quick: bool, hits_of: dict[str, list]) -> list[float]:
-    """The same questions with the chunks ours retrieved, in score order, through chat."""
-    _, asked = ask_workload(quick)
-    return [speed(ask(base, doc_qa.messages(q, hits_of[q]))) for q in asked if q in hits_of]
+def ask_ours(base: str, col: str, question: str) -> float:
+    body = {"question": question, "top_k": doc_qa.TOP_K, "max_tokens": REPLY, "ignore_eos": True}
+    return speed(stream(f"{base}/v1/collections/{col}/ask", body))
+
+
+def ask_peer(base: str, question: str, hits: list) -> float:
+    """The question with the chunks ours retrieved, in score order, through chat."""
+    return speed(ask(base, doc_qa.messages(question, hits)))
+
+
+def retrieved(base: str, col: str, questions: list[str]) -> dict[str, list]:
+    """The chunks ours retrieves for each question: what llama-server is fed."""
+    body = {"top_k": doc_qa.TOP_K}
+    return {
+        q: httpx.post(
+            f"{base}/v1/collections/{col}/search", json={"query": q, **body}, timeout=60
+        ).json()["data"]
+        for q in questions
+    }
 
 
 def scenarios(quick: bool) -> dict[str, list[list[dict]]]:
@@ -133,41 +149,54 @@ def scenarios(quick: bool) -> dict[str, list[list[dict]]]:
     }
 
 
-def run_server(
-    peer: peers.Peer, work: dict[str, list[list[dict]]], quick: bool, hits_of: dict[str, list]
-) -> dict[str, list[float]]:
-    out: dict[str, list[float]] = {}
-    with peer:
-        base = peer.base_url
-        ask(base, story_messages(99))  # warm up
-        for name, prompts in work.items():
-            out[name] = [speed(ask(base, m)) for m in prompts]
-        if peer.name.startswith("ours"):
-            out[ASKED] = ask_ours(base, quick, hits_of)
-        else:  # after an ours server in the round (the order puts one first in round 1)
-            out[ASKED] = ask_peer(base, quick, hits_of)
-        busy = []
-        for round_ in range(2):
-            prompts = [quoting_messages(100 + 4 * round_ + i) for i in range(4)]
-            t0 = time.perf_counter()
-            with ThreadPoolExecutor(4) as pool:
-                results = list(pool.map(lambda m: ask(base, m), prompts))
-            wall = time.perf_counter() - t0
-            busy.append(sum(r.completion_tokens for r in results) / wall)
-        out["4 busy slots"] = busy
-    return out
+def turns(order: tuple[str, ...], i: int) -> tuple[str, ...]:
+    """The servers in turn for the i-th request: the order rotated by i."""
+    k = i % len(order)
+    return order[k:] + order[:k]
+
+
+def busy(base: str, round_: int) -> float:
+    """Four quoting requests at once: aggregate tokens per second over the wall time."""
+    prompts = [quoting_messages(100 + 4 * round_ + i) for i in range(4)]
+    t0 = time.perf_counter()
+    with ThreadPoolExecutor(4) as pool:
+        results = list(pool.map(lambda m: ask(base, m), prompts))
+    return sum(r.completion_tokens for r in results) / (time.perf_counter() - t0)
 
 
 def run(model: str, quick: bool = False, rounds: int = 2) -> dict:
     work = scenarios(quick)
-    hits_of: dict[str, list] = {}  # question -> the chunks ours retrieved
+    _, questions = ask_workload(quick)
     speeds: dict[str, dict[str, list[float]]] = {s: {} for s in SERVERS}
-    for r in range(rounds):
-        order = SERVERS if r % 2 == 0 else tuple(reversed(SERVERS))
-        for name in order:
-            print(f"round {r + 1}: {name}", file=sys.stderr, flush=True)
-            for row, values in run_server(make(name, model), work, quick, hits_of).items():
-                speeds[name].setdefault(row, []).extend(values)
+
+    def note(name: str, row: str, value: float) -> None:
+        speeds[name].setdefault(row, []).append(value)
+
+    with ExitStack() as stack:
+        base = {name: stack.enter_context(make(name, model)).base_url for name in SERVERS}
+        for name in SERVERS:
+            ask(base[name], story_messages(99))  # warm up
+        for r in range(rounds):
+            print(f"round {r + 1}", file=sys.stderr, flush=True)
+            order = SERVERS if r % 2 == 0 else tuple(reversed(SERVERS))
+            for row, prompts in work.items():
+                for i, messages in enumerate(prompts):
+                    for name in turns(order, i):
+                        note(name, row, speed(ask(base[name], messages)))
+            cols = {name: ingest(base[name], quick) for name in SERVERS if name in OURS}
+            hits = retrieved(base[OURS[0]], cols[OURS[0]], questions)
+            for i, q in enumerate(questions):
+                for name in turns(order, i):
+                    mine = name in cols
+                    s = (
+                        ask_ours(base[name], cols[name], q)
+                        if mine
+                        else ask_peer(base[name], q, hits[q])
+                    )
+                    note(name, ASKED, s)
+            for i in range(2):
+                for name in turns(order, i):
+                    note(name, "4 busy slots", busy(base[name], 2 * r + i))
     rows = {row: {s: statistics.mean(speeds[s][row]) for s in SERVERS} for row in speeds["ours"]}
     return {"quick": quick, "rows": rows}
 

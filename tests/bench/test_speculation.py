@@ -37,3 +37,10 @@ def test_workload_quotes_documents_and_asks_about_them():
     assert set(work) == {"quoting", "document answers", "free text"}
     assert all("Sources:" in m[0]["content"] for m in work["document answers"])
     assert speculation.speed(Result(1.0, 2.0, "", 101, None, None)) == 100.0
+
+
+def test_each_request_goes_to_the_servers_in_a_rotated_order():
+    order = speculation.SERVERS
+    firsts = [speculation.turns(order, i)[0] for i in range(len(order))]
+    assert sorted(firsts) == sorted(order)  # each server goes first in turn
+    assert all(sorted(speculation.turns(order, i)) == sorted(order) for i in range(5))
