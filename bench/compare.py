@@ -25,7 +25,7 @@ a change that helps one row and hurts another shows both:
    then ingestion speed and retrieval quality per embedding backend (bench/ingest.py,
    `--no-ingest` skips; its 20,000-chunk part runs alone: `python -m bench.ingest --large`);
 5. speculative decoding (bench/speculation.py, `--no-speculation` skips): ours with and without
-   `--spec-type ngram-docs` and llama-server with `--spec-type ngram-simple`, one at a time;
+   `--spec-type ngram-docs` and llama-server with `--spec-type ngram-simple`, side by side;
 6. replicas behind nginx (bench/cluster.py, `--no-cluster` skips): ours alone, 3 replicas on
    one PostgreSQL behind nginx (consistent hash, and round-robin for contrast) against one
    server: cached share and warm TTFT, then a kill -9 of one replica. Needs nginx and
