@@ -143,11 +143,13 @@ class ChunkBlend:
         """Head + the span's whole chunk into the scratch sequence (positions 0..), from a tier
         or computed and kept; returns (the head's length, whether it was computed now), None
         when the KV has no room. A state from a tier that could be shifted on the host holds
-        the span's cells only, at the span's positions: the head's length is then None."""
+        the span's cells after its first k only, at their places: the head's length is then
+        None."""
         state = self.chunks.get(salt, head, span.tokens)
         if state is not None:
             first = len(head) + span.offset  # the span's first token in the state
-            moved = self.shifter.shift(state.data, first, first + span.length, span.start - first)
+            body = first + self.sink_tokens  # the slot takes the span's cells from here on
+            moved = self.shifter.shift(state.data, body, first + span.length, span.start - first)
             if moved is not None:
                 self._clear_scratch()
                 if not self.model.state_restore(self.scratch, moved):

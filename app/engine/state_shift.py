@@ -41,14 +41,21 @@ class Rope:
 
     def rotate(self, keys: np.ndarray, delta: int) -> np.ndarray:
         """f16 key rows (cells x heads * head_dim) moved by `delta` positions."""
-        x = keys.astype(np.float32).reshape(len(keys), -1, self.head_dim)
+        return self.turn(keys, *self.angles(delta))
+
+    def angles(self, delta: int) -> tuple[np.ndarray, np.ndarray]:
+        """cos and sin of each rotated pair's angle for a move by `delta` (the same for every
+        layer: computed once a shift)."""
         half = self.n_rot // 2
         theta = delta * self.freq_scale * self.freq_base ** (-2.0 * np.arange(half) / self.n_rot)
-        cos, sin = np.cos(theta).astype(np.float32), np.sin(theta).astype(np.float32)
+        return np.cos(theta).astype(np.float32), np.sin(theta).astype(np.float32)
+
+    def turn(self, keys: np.ndarray, cos: np.ndarray, sin: np.ndarray) -> np.ndarray:
+        x = keys.astype(np.float32).reshape(len(keys), -1, self.head_dim)
         if self.mode == llama_cpp.LLAMA_ROPE_TYPE_NORM:  # pairs (2i, 2i + 1)
             first, second = slice(0, self.n_rot, 2), slice(1, self.n_rot, 2)
         else:  # NEOX: pairs (i, i + n_rot / 2)
-            first, second = slice(0, half), slice(half, self.n_rot)
+            first, second = slice(0, self.n_rot // 2), slice(self.n_rot // 2, self.n_rot)
         a, b = x[..., first].copy(), x[..., second]
         x[..., first] = a * cos - b * sin
         x[..., second] = a * sin + b * cos
@@ -72,55 +79,81 @@ def rope_of(model: Model) -> Rope | None:
     return Rope(mode, n_rot, head_dim, base, scale)
 
 
-def shift_state(data: memoryview | bytes, rope: Rope, p0: int, p1: int, delta: int) -> bytes | None:
-    """The state's cells at positions [p0, p1) moved by `delta` (the others left out); None
-    where the state is not one this file knows or no cell is in the range."""
+@dataclass(slots=True)
+class _State:
+    """A sequence state parsed in place (numpy views into its bytes)."""
+
+    magic: int
+    seq: int
+    meta: np.ndarray  # (cells, 3) int32: position, number of sequences, sequence
+    v_trans: int
+    keys: list[tuple[int, np.ndarray]]  # per layer: row bytes, f16 rows (cells, row / 2)
+    values: list[tuple[bytes, np.ndarray]]  # per layer: header, cells on axis 0 (1: v_trans)
+
+    def cells(self, values: np.ndarray, keep: np.ndarray) -> np.ndarray:
+        return values[:, keep] if self.v_trans else values[keep]
+
+
+def _parse(buf: memoryview | bytes) -> _State | None:
+    """The state, where it is one this file knows (one stream, single-sequence cells, f16
+    keys, parsed to its end); None otherwise."""
     try:
-        return _shift(memoryview(data), rope, p0, p1, delta)
+        return _read(memoryview(buf))
     except (ValueError, struct.error):
         return None
 
 
-def _shift(buf: memoryview, rope: Rope, p0: int, p1: int, delta: int) -> bytes | None:
+def _read(buf: memoryview) -> _State | None:
     magic, seq, n_stream, n = struct.unpack_from("<IiII", buf, 0)
     off = 16
     if n_stream != 1 or n == 0:
         return None
-    meta = np.frombuffer(buf, np.int32, 3 * n, off).reshape(n, 3)  # pos, n_seq_id, seq_id
+    meta = np.frombuffer(buf, np.int32, 3 * n, off).reshape(n, 3)
     off += 12 * n
     if (meta[:, 1] != 1).any():
         return None  # cells with more than one sequence, or with extra fields (M-RoPE)
-    keep = (meta[:, 0] >= p0) & (meta[:, 0] < p1)
-    if not keep.any():
-        return None  # llama.cpp writes no layers for an empty state
-    kept = meta[keep].copy()
-    kept[:, 0] += delta
     v_trans, n_layer = struct.unpack_from("<II", buf, off)
     off += 8
-    out = [struct.pack("<IiII", magic, seq, 1, int(keep.sum())), kept.tobytes()]
-    out.append(struct.pack("<II", v_trans, n_layer))
+    keys = []
     for _ in range(n_layer):  # keys: f16 rows, one per cell
         k_type, row = struct.unpack_from("<iQ", buf, off)
-        off += 12
         if k_type != F16:
             return None
-        rows = np.frombuffer(buf, np.float16, n * row // 2, off).reshape(n, row // 2)
-        off += n * row
-        out += [struct.pack("<iQ", k_type, row), rope.rotate(rows[keep], delta).tobytes()]
+        keys.append((row, np.frombuffer(buf, np.float16, n * row // 2, off + 12).reshape(n, -1)))
+        off += 12 + n * row
+    values = []
     for _ in range(n_layer):  # values: rows, or columns of elements (v_trans)
+        header = bytes(buf[off : off + 12])
         if v_trans:
-            v_type, el, n_embd = struct.unpack_from("<iII", buf, off)
-            off += 12
-            cols = np.frombuffer(buf, np.uint8, n_embd * n * el, off).reshape(n_embd, n, el)
-            off += n_embd * n * el
-            out += [struct.pack("<iII", v_type, el, n_embd), cols[:, keep].tobytes()]
+            _, el, n_embd = struct.unpack_from("<iII", buf, off)
+            shape, size = (n_embd, n, el), n_embd * n * el
         else:
-            v_type, row = struct.unpack_from("<iQ", buf, off)
-            off += 12
-            rows = np.frombuffer(buf, np.uint8, n * row, off).reshape(n, row)
-            off += n * row
-            out += [struct.pack("<iQ", v_type, row), rows[keep].tobytes()]
-    return b"".join(out) if off == len(buf) else None
+            row = struct.unpack_from("<Q", buf, off + 4)[0]
+            shape, size = (n, row), n * row
+        values.append((header, np.frombuffer(buf, np.uint8, size, off + 12).reshape(shape)))
+        off += 12 + size
+    return _State(magic, seq, meta, v_trans, keys, values) if off == len(buf) else None
+
+
+def shift_state(data: memoryview | bytes, rope: Rope, p0: int, p1: int, delta: int) -> bytes | None:
+    """The state's cells at positions [p0, p1) moved by `delta` (the others left out); None
+    where the state is not one this file knows or no cell is in the range."""
+    state = _parse(data)
+    if state is None:
+        return None
+    keep = (state.meta[:, 0] >= p0) & (state.meta[:, 0] < p1)
+    if not keep.any():
+        return None  # llama.cpp writes no layers for an empty state
+    kept = state.meta[keep].copy()
+    kept[:, 0] += delta
+    cos, sin = rope.angles(delta)
+    out = [struct.pack("<IiII", state.magic, state.seq, 1, len(kept)), kept.tobytes()]
+    out.append(struct.pack("<II", state.v_trans, len(state.keys)))
+    for row, rows in state.keys:
+        out += [struct.pack("<iQ", F16, row), rope.turn(rows[keep], cos, sin).tobytes()]
+    for header, values in state.values:
+        out += [header, state.cells(values, keep).tobytes()]
+    return b"".join(out)
 
 
 class StateShift:
@@ -173,24 +206,16 @@ class StateShift:
 
 
 def _same_keys(ours: bytes, theirs: bytes) -> bool:
-    """Both states' cells and keys agree (keys to TOLERANCE of their largest magnitude)."""
-    if len(ours) != len(theirs):
+    """Both states' cells and values agree, and their keys to TOLERANCE of the largest key."""
+    a, b = _parse(ours), _parse(theirs)
+    if a is None or b is None or a.meta.shape != b.meta.shape or (a.meta != b.meta).any():
         return False
-    n = struct.unpack_from("<I", ours, 12)[0]
-    meta_end = 16 + 12 * n
-    if ours[:meta_end] != theirs[:meta_end]:
+    if len(a.keys) != len(b.keys) or a.v_trans != b.v_trans:
         return False
-    # The rest: v_trans, n_layer, then each layer's key header and rows (compare as f16).
-    a = np.frombuffer(ours, np.uint8, offset=meta_end)
-    b = np.frombuffer(theirs, np.uint8, offset=meta_end)
-    off, n_layer = 8, struct.unpack_from("<I", ours, meta_end + 4)[0]
-    for _ in range(n_layer):
-        row = struct.unpack_from("<Q", ours, meta_end + off + 4)[0]
-        off += 12
-        ka = a[off : off + n * row].view(np.float16).astype(np.float32)
-        kb = b[off : off + n * row].view(np.float16).astype(np.float32)
-        off += n * row
-        scale = max(float(np.abs(kb).max()), 1e-6)
-        if float(np.abs(ka - kb).max()) > TOLERANCE * scale:
+    for (_, ka), (_, kb) in zip(a.keys, b.keys, strict=True):
+        x, y = ka.astype(np.float32), kb.astype(np.float32)
+        if float(np.abs(x - y).max()) > TOLERANCE * max(float(np.abs(y).max()), 1e-6):
             return False
-    return bool((a[off:] == b[off:]).all())  # values are not touched by a shift
+    return all(  # values are not touched by a shift
+        ha == hb and (va == vb).all() for (ha, va), (hb, vb) in zip(a.values, b.values, strict=True)
+    )
