@@ -8,6 +8,13 @@ as the model's sentence-transformers modules do.
 Each text is run alone: dynamic int8 quantization scales activations per tensor, so in a padded
 batch a text's vector would depend on the texts beside it. Alone, a text always gets the same
 vector (a query as much as a chunk), and no padding is computed; throughput is about the same.
+
+A query is embedded just before its prompt is computed, on the same cores. ONNX Runtime's pool
+threads spin for work after a run by default, and a spinning thread takes one of the cores that
+decode (the request's first token) runs on. So a query runs on a session of one thread (no pool
+thread; a short text is embedded as fast as on two), and the other sessions' threads stop
+spinning as each run returns: they still spin between a run's operators, which is where spinning
+pays (figures: docs/documents.md).
 """
 
 from __future__ import annotations
@@ -20,6 +27,9 @@ import numpy as np
 
 from rag.model_files import packaged_model_dir
 from rag.onnx_export import exported_model
+
+STOP_SPINNING = "session.force_spinning_stop"  # ONNX Runtime's session config key
+QUERY_THREADS = 1
 
 
 def _mean_pooling_only(model_dir: Path) -> None:
@@ -53,25 +63,29 @@ class OnnxEmbedder:
         self._file = str(exported_model(path))
         self._lock = threading.Lock()
         self.threads = threads
-        self._session = self._open(threads)
+        self._sessions = {threads: self._open(threads)}  # by thread count, opened when first used
         self.dim = int(self.embed(["x"]).shape[1])
 
     def _open(self, threads: int):  # noqa: ANN202 (an InferenceSession)
         options = self._ort.SessionOptions()
         options.intra_op_num_threads = threads
         options.inter_op_num_threads = 1
+        options.add_session_config_entry(STOP_SPINNING, "1")  # see the module's doc
         return self._ort.InferenceSession(self._file, options, providers=["CPUExecutionProvider"])
 
-    def set_threads(self, threads: int) -> None:
-        """ONNX Runtime fixes a session's threads when it opens: one session per count, kept."""
-        with self._lock:
-            if threads != self.threads:
-                self._sessions = getattr(self, "_sessions", {self.threads: self._session})
-                if threads not in self._sessions:
-                    self._sessions[threads] = self._open(threads)
-                self._session, self.threads = self._sessions[threads], threads
+    def _session(self, threads: int):  # noqa: ANN202 (an InferenceSession)
+        """ONNX Runtime fixes a session's threads when it opens: one session per count, kept.
+        Under the lock."""
+        if threads not in self._sessions:
+            self._sessions[threads] = self._open(threads)
+        return self._sessions[threads]
 
-    def _batch(self, texts: list[str]) -> np.ndarray:
+    def set_threads(self, threads: int) -> None:
+        with self._lock:
+            self._session(threads)
+            self.threads = threads
+
+    def _batch(self, texts: list[str], threads: int) -> np.ndarray:
         encoded = self._tokenizer.encode_batch(texts)
         width = max(len(e.ids) for e in encoded)
         ids = np.zeros((len(texts), width), dtype=np.int64)
@@ -80,7 +94,7 @@ class OnnxEmbedder:
             ids[row, : len(e.ids)] = e.ids
             mask[row, : len(e.ids)] = 1
         feed = {"input_ids": ids, "attention_mask": mask, "token_type_ids": np.zeros_like(ids)}
-        hidden = self._session.run(None, feed)[0]
+        hidden = self._session(threads).run(None, feed)[0]
         weights = mask[..., None].astype(np.float32)
         pooled = (hidden * weights).sum(axis=1) / np.maximum(weights.sum(axis=1), 1e-9)
         return pooled / np.maximum(np.linalg.norm(pooled, axis=1, keepdims=True), 1e-12)
@@ -90,7 +104,7 @@ class OnnxEmbedder:
         if not texts:
             return np.zeros((0, self.dim), dtype=np.float32)
         with self._lock:
-            rows = [self._batch([text])[0] for text in texts]
+            rows = [self._batch([text], self.threads)[0] for text in texts]
         return np.ascontiguousarray(np.stack(rows), dtype=np.float32)
 
     @property
@@ -102,4 +116,6 @@ class OnnxEmbedder:
             return [len(e.ids) for e in self._counter.encode_batch(texts)]
 
     def embed_query(self, text: str) -> np.ndarray:
-        return self.embed([text])[0]
+        """One text on one thread (see the module's doc)."""
+        with self._lock:
+            return np.ascontiguousarray(self._batch([text], QUERY_THREADS)[0], dtype=np.float32)

@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 
 from rag.embedder import BACKENDS, load_embedder
+from rag.onnx_embedder import STOP_SPINNING
 
 TEXTS = [
     "kv cache reuse",
@@ -38,6 +39,19 @@ def test_thread_counts_switch_without_changing_vectors():
     onnx.set_threads(1)
     assert onnx.threads == 1
     assert np.allclose(onnx.embed(TEXTS[:2]), two, atol=1e-5)
+
+
+def test_a_query_runs_on_one_thread_and_no_thread_spins_after_a_run():
+    """A spinning pool thread would take a core from the decode that follows a query's
+    embedding (the module's doc): a query gets a session of one thread whatever the count set
+    for documents, and every session's threads stop spinning when a run returns."""
+    onnx = load_embedder("onnx-int8", threads=2)
+    assert list(onnx._sessions) == [2]
+    query = onnx.embed_query(TEXTS[1])
+    assert sorted(onnx._sessions) == [1, 2] and onnx.threads == 2
+    assert query.shape == (384,) and np.allclose(query, onnx.embed([TEXTS[1]])[0], atol=1e-5)
+    for session in onnx._sessions.values():
+        assert session.get_session_options().get_session_config_entry(STOP_SPINNING) == "1"
 
 
 def test_an_unknown_backend_is_refused():
