@@ -20,7 +20,8 @@ measured). Rows (decode speed = (reply tokens - 1) / (end - first token)):
   at its start), and llama-server fed the same retrieved chunks in score order through chat
   (bench.doc_qa's prompt);
 - free text: a story, nothing to copy;
-- 4 busy slots: four quoting requests at once, aggregate tokens per second over the wall time.
+- 4 busy slots: four quoting requests at once, aggregate tokens per second over the wall time
+  (three bursts a round, each server first in one).
 Targets: quoting and document answers (as each server is used) >= 1.1x llama-server with
 speculation; free text >= 0.97x ours without speculation; 4 slots not below ours without it.
 """
@@ -52,6 +53,9 @@ OURS = ("ours", "ours-no-spec")
 # Ours prefill a chat's next turn when idle: off here, where an idle server's background work
 # would run while another is measured (it makes no token of a reply faster).
 QUIET = ("--idle-prefill-delay", "-1")
+# Samples of the 4-busy-slots row per server and round, one per server order (each server
+# first once): a sample is one burst of a few seconds, and the row is a mean of them.
+BUSY_SAMPLES = len(SERVERS)
 
 
 def make(name: str, model: str) -> peers.Peer:
@@ -194,9 +198,9 @@ def run(model: str, quick: bool = False, rounds: int = 2) -> dict:
                         else ask_peer(base[name], q, hits[q])
                     )
                     note(name, ASKED, s)
-            for i in range(2):
+            for i in range(BUSY_SAMPLES):
                 for name in turns(order, i):
-                    note(name, "4 busy slots", busy(base[name], 2 * r + i))
+                    note(name, "4 busy slots", busy(base[name], BUSY_SAMPLES * r + i))
     rows = {row: {s: statistics.mean(speeds[s][row]) for s in SERVERS} for row in speeds["ours"]}
     return {"quick": quick, "rows": rows}
 
