@@ -127,8 +127,9 @@ class Engine:
             self.speculator,
         )
         self.compactor = KvCompactor(self.model, host.pool, config.defrag_thold, on_cache_op)
-        # Events of a step, one event-loop wake-up per step. Waiting for a loop to send first
-        # tokens pays on CPU only, where the next decode takes the cores the loop needs.
+        # Events of the steps, one event-loop wake-up per stream interval at most. Waiting for a
+        # loop to send first tokens pays on CPU only, where the next decode takes the cores the
+        # loop needs.
         on_cpu = self.model.n_gpu_layers == 0
         self.outbox = Outbox(FIRST_EVENT_WAIT_S if on_cpu else 0.0)
         # Tasks and calls from other threads; closed = the engine is stopping.

@@ -65,20 +65,23 @@ class EngineLoop:
                     was_idle = not self.scheduler.active
                     self._intake()
                     # What admission sent (an exact repeat's first token, failures) goes out
-                    # now, not after the next decode.
-                    self.outbox.flush()
+                    # now, not after the next decode; tokens at the stream interval.
+                    self.outbox.flush_due()
                     if was_idle:
                         self._gather()
                     clients = self._clients_present()
                     self.quiet.set(not clients)
                     if self.scheduler.has_work:
+                        if any(t.prefilling for t in self.scheduler.active):
+                            self.outbox.flush()  # a step that prefills may take long
                         if not self.stepper.step(background=not clients):
                             # Only background work, held back while a request is received,
                             # or a prefix still being read from disk: wait for either.
+                            self.outbox.flush()
                             self._wake.wait(timeout=0.05)
                             self._wake.clear()
                             continue
-                        self.outbox.flush()
+                        self.outbox.flush_due()
                         if self._park_pending:
                             self._park_pending = False
                             self.reuse.park_idle(save=True)
@@ -93,8 +96,10 @@ class EngineLoop:
                         due = max(due, self._last_busy + self.config.idle_prefill_delay)
                     now = time.monotonic()
                     if due is not None and due <= now and not clients:
+                        self.outbox.flush()
                         self.stepper.step(background=True)
                         continue
+                    self.outbox.flush()  # nothing waits while the engine sleeps
                     self._wake.wait(timeout=1.0 if due is None else due - now)
                     self._wake.clear()
                 except Exception:  # a bug in one step must not kill the server

@@ -11,6 +11,13 @@ events, which sends them, before computing on: otherwise the next decode's OpenM
 both cores while the event loop and the client need them to send and read that token (figures:
 docs/kv-reuse.md, Measurements).
 
+Each hand-over also costs the engine thread: the wake-up's write releases the GIL, the loop's
+thread takes it, and the engine waits for it back while the loop formats and sends what it got.
+So a step's token events wait (`flush_due`) until STREAM_INTERVAL_S has passed since the last
+hand-over, and then go together; a first event, a request's end or failure goes at once, and
+the engine loop hands everything over before a step that prefills (it may take long) and before
+it sleeps. Each token is still its own event; a stream's tokens arrive in small groups.
+
 Engine thread only; the hand-over runs on each loop.
 """
 
@@ -18,13 +25,18 @@ from __future__ import annotations
 
 import asyncio
 import threading
+import time
+from collections.abc import Callable
 from typing import Protocol
 
-from app.engine.events import Event
+from app.engine.events import Event, TextDelta
 
 # The longest the engine waits for a loop to send a first token (a loop that is busy elsewhere
 # must not stall every stream).
 FIRST_EVENT_WAIT_S = 0.005
+# Longest a token event waits for the next hand-over (figures: docs/speculation.md, "The
+# engine's hand-over to the HTTP thread").
+STREAM_INTERVAL_S = 0.025
 
 
 class Receiver(Protocol):
@@ -38,18 +50,36 @@ class Receiver(Protocol):
 
 
 class Outbox:
-    def __init__(self, first_wait_s: float = FIRST_EVENT_WAIT_S) -> None:
+    def __init__(
+        self,
+        first_wait_s: float = FIRST_EVENT_WAIT_S,
+        interval_s: float = STREAM_INTERVAL_S,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
         self._pending: dict[asyncio.AbstractEventLoop, list[tuple[Receiver, Event]]] = {}
         self._first = False  # a pending event is some request's first
+        self._urgent = False  # a pending event is a first, an end or a failure
         self.first_wait_s = first_wait_s  # 0: never wait
+        self.interval_s = interval_s  # 0: every flush_due hands over
+        self._clock = clock
+        self._last = clock()  # when events were last handed over
 
     def post(self, stream: Receiver, event: Event, first: bool = False) -> None:
         self._pending.setdefault(stream.loop, []).append((stream, event))
         self._first |= first
+        self._urgent |= first or not isinstance(event, TextDelta)
+
+    def flush_due(self) -> None:
+        """Flush if an event must go now or the interval has passed since the last hand-over."""
+        if self._urgent or self._clock() - self._last >= self.interval_s:
+            self.flush()
 
     def flush(self) -> None:
         """Hand every posted event to its loop, in order (one call per loop); with a first
         event among them, wait until each loop has had its turn with them."""
+        if not self._pending:
+            return
+        self._urgent, self._last = False, self._clock()
         pending, self._pending = self._pending, {}
         first, self._first = self._first and self.first_wait_s > 0, False
         sent: list[threading.Event] = []

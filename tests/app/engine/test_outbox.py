@@ -7,7 +7,7 @@ import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 
-from app.engine.events import TextDelta
+from app.engine.events import Failed, Finished, TextDelta, Timings
 from app.engine.outbox import Outbox
 
 
@@ -88,3 +88,49 @@ def test_the_wait_for_a_busy_loop_is_bounded_and_later_events_do_not_wait():
         asyncio.run_coroutine_threadsafe(asyncio.sleep(0), loop).result()
         asyncio.run_coroutine_threadsafe(asyncio.sleep(0), loop).result()
         assert [e.text for e in reader.read] == ["first", "second"]  # type: ignore[attr-defined]
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def test_token_events_wait_for_the_interval_and_ends_go_at_once():
+    with loop_thread() as loop:
+        reader = reader_on(loop)
+        clock = Clock()
+        outbox = Outbox(first_wait_s=60.0, interval_s=0.025, clock=clock)
+
+        def texts() -> list[str]:
+            asyncio.run_coroutine_threadsafe(asyncio.sleep(0), loop).result()
+            asyncio.run_coroutine_threadsafe(asyncio.sleep(0), loop).result()
+            return [getattr(e, "text", type(e).__name__) for e in reader.read]
+
+        outbox.post(reader, TextDelta("a", [1]), first=True)  # type: ignore[arg-type]
+        outbox.flush_due()  # a first event goes at once
+        assert texts() == ["a"]
+        clock.now = 0.010
+        outbox.post(reader, TextDelta("b", [2]))  # type: ignore[arg-type]
+        outbox.flush_due()
+        clock.now = 0.020
+        outbox.post(reader, TextDelta("c", [3]))  # type: ignore[arg-type]
+        outbox.flush_due()
+        assert texts() == ["a"]  # held: the interval has not passed
+        clock.now = 0.026
+        outbox.flush_due()
+        assert texts() == ["a", "b", "c"]  # together, in order
+        clock.now = 0.030
+        outbox.post(reader, TextDelta("d", [4]))  # type: ignore[arg-type]
+        outbox.post(reader, Finished("stop", 1, 4, 0, Timings()))  # type: ignore[arg-type]
+        outbox.flush_due()  # an end goes at once, with what waited before it
+        assert texts() == ["a", "b", "c", "d", "Finished"]
+        clock.now = 0.031
+        outbox.post(reader, TextDelta("e", [5]))  # type: ignore[arg-type]
+        outbox.flush()  # before a long step or sleeping: whatever the interval
+        assert texts() == ["a", "b", "c", "d", "Finished", "e"]
+        outbox.post(reader, Failed("boom"))  # type: ignore[arg-type]
+        outbox.flush_due()
+        assert texts()[-1] == "Failed"
