@@ -135,6 +135,7 @@ class EngineLoop:
         for task in self.scheduler.take_cancelled():
             task.finish("cancelled")  # no-op if it already finished
         while (admission := self.scheduler.next_admission()) is not None:
+            self.outbox.flush()  # an admission may restore or place KV for a while
             task, slot = admission
             try:
                 self._admit(task, slot)

@@ -15,8 +15,9 @@ Each hand-over also costs the engine thread: the wake-up's write releases the GI
 thread takes it, and the engine waits for it back while the loop formats and sends what it got.
 So a step's token events wait (`flush_due`) until STREAM_INTERVAL_S has passed since the last
 hand-over, and then go together; a first event, a request's end or failure goes at once, and
-the engine loop hands everything over before a step that prefills (it may take long) and before
-it sleeps. Each token is still its own event; a stream's tokens arrive in small groups.
+the engine loop hands everything over before what may take long (a step that prefills, an
+admission) and before it sleeps. Each token is still its own event; a stream's tokens arrive
+in small groups.
 
 Engine thread only; the hand-over runs on each loop.
 """
