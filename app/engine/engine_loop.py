@@ -89,6 +89,8 @@ class EngineLoop:
                         if clients:
                             self._last_busy = time.monotonic()
                         continue
+                    # No task: nothing pending waits through an idle step or the sleep.
+                    self.outbox.flush()
                     # Idle prefill waits until the whole engine has been idle for the delay, so
                     # it does not hold up a request arriving right after another one ended.
                     due = self.scheduler.next_tail_due()
@@ -96,10 +98,8 @@ class EngineLoop:
                         due = max(due, self._last_busy + self.config.idle_prefill_delay)
                     now = time.monotonic()
                     if due is not None and due <= now and not clients:
-                        self.outbox.flush()
                         self.stepper.step(background=True)
                         continue
-                    self.outbox.flush()  # nothing waits while the engine sleeps
                     self._wake.wait(timeout=1.0 if due is None else due - now)
                     self._wake.clear()
                 except Exception:  # a bug in one step must not kill the server
