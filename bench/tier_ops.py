@@ -82,7 +82,7 @@ def measure(model_path: str, n_tokens: int, repeats: int) -> dict[str, float]:
             raw_set.append(time.perf_counter() - t0)
         for _ in range(repeats):
             ops.clear()
-            assert reuse._restore(scheduler.slots[1], entry.data, entry.tokens, "", "host")  # noqa: SLF001
+            assert reuse.tiers.restore(scheduler.slots[1], entry.data, entry.tokens, "", "host")
             restores.append(ops[0][2])
     finally:
         model.close()

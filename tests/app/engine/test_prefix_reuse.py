@@ -22,8 +22,9 @@ from hypothesis import strategies as st
 from app.cache.disk_cache import DiskCache
 from app.cache.host_cache import HostCache
 from app.engine.config import EngineConfig
+from app.engine.kv_tiers import MIN_SAVE_SHARE, MIN_SAVE_TOKENS
 from app.engine.model import Model
-from app.engine.prefix_reuse import MIN_SAVE_SHARE, MIN_SAVE_TOKENS, PrefixReuse
+from app.engine.prefix_reuse import PrefixReuse
 from app.engine.request import GenerationRequest
 from app.engine.scheduler import Scheduler
 from app.engine.slot import Slot, usable_prefix
@@ -286,7 +287,7 @@ def test_save_reports_its_time_and_goes_to_disk_when_host_memory_is_too_small(tm
     disk = DiskCache(tmp_path / "kv", str(model_file))
     rig = Rig(host_bytes=16, disk=disk)  # no state of 40 tokens fits 16 bytes
     ops: list[tuple[str, str]] = []
-    rig.reuse.on_op = lambda op, tier, seconds: ops.append((op, tier))
+    rig.reuse.tiers.on_op = lambda op, tier, seconds: ops.append((op, tier))
     slot = rig.hold(0, list(range(40)), salt="t", docs=frozenset({"doc-1"}))
     rig.reuse.save(slot, 0)
     disk.flush()  # the writer thread has written the file
@@ -337,7 +338,7 @@ def test_a_prefix_only_on_disk_is_prefetched_then_restored_and_kept_in_memory(tm
     disk = DiskCache(tmp_path / "kv", str(model_file))
     rig = Rig(host_bytes=BIG, disk=disk)
     woken = threading.Event()
-    rig.reuse.wake = woken.set
+    rig.reuse.tiers.wake = woken.set
     prompt = list(range(60))
     rig.hold(0, prompt[:48])
     rig.reuse.save(rig.slot(0), 0)  # to host memory and disk
@@ -381,7 +382,7 @@ def test_shared_disk_a_finished_turn_is_published_and_another_replica_restores_i
     disk_a = DiskCache(tmp_path / "kv", str(model_file), journal="a")
     disk_b = DiskCache(tmp_path / "kv", str(model_file), journal="b")
     a, b = Rig(disk=disk_a), Rig(disk=disk_b)
-    b.reuse.wake = lambda: None
+    b.reuse.tiers.wake = lambda: None
     conversation = list(range(50))
     a.reuse.publish(a.hold(0, conversation))
     disk_a.flush()  # A's writer has written and journaled it
