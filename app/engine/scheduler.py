@@ -1,4 +1,4 @@
-"""`Scheduler`: the FIFO wait queue, slot choice, and what goes into each llama_decode.
+"""`Scheduler`: the FIFO wait queue, admission, and what goes into each llama_decode.
 
 Runs only on the engine thread. Each step carries one decode token for every generating task and
 fills the rest of the batch with prefill chunks of admitted tasks in admission order (continuous
@@ -10,6 +10,8 @@ goes only into steps that carry no client work, in batches no larger than the en
 most one background task holds a slot, and only while no client task waits: a client's arrival
 sends it back to the queue (what it computed stays cached, and its slot's KV is parked like an
 idle slot's), so a client never waits for its slot nor decodes above its cells.
+
+Which slot an admitted task takes is app/engine/slot_choice.py.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ from dataclasses import dataclass, field
 from app.engine.batch import Batch
 from app.engine.request import RequestError
 from app.engine.slot import Slot
+from app.engine.slot_choice import best_source, choose_slot
 from app.engine.speculator import Speculator
 from app.engine.task import Task
 
@@ -101,53 +104,12 @@ class Scheduler:
         return gone + gone_active
 
     def choose_slot(self, task: Task) -> Slot | None:
-        """Explicit id_slot > the conversation's own slot > the idle slot with the longest usable
-        prefix > least recently used. A busy slot is never taken.
-
-        A conversation whose slot is busy or was given away prefers an idle slot that holds no
-        other conversation, so it does not push one out needlessly (its prefix can be copied
-        from any slot or restored from host memory); failing that, it takes the least recently
-        used idle slot."""
-        wanted = task.request.id_slot
-        if wanted is not None:
-            slot = self.slots[wanted]
-            return slot if slot.idle else None
-        idle = [s for s in self.slots if s.idle]
-        if not idle:
-            return None
-        session = task.request.session
-        if session is not None:
-            own = next((s for s in idle if s.session == session), None)
-            if own is not None:
-                return own
-            unpinned = [s for s in idle if s.session is None]
-            if not unpinned:
-                return min(idle, key=lambda s: s.last_used)
-            idle = unpinned
-        prompt = task.request.prompt
-        if task.cache_prompt and len(prompt) > 0:
-            best, best_lcp = None, 0
-            salt, approximate = task.request.cache_salt, task.request.approximate
-            for slot in idle:
-                lcp = slot.reusable_prefix(prompt, salt, approximate)
-                if lcp > best_lcp:
-                    best, best_lcp = slot, lcp
-            if best is not None and best_lcp / len(prompt) >= self.similarity:
-                return best
-        # Nothing worth reusing: keep clear of the slots conversations will come back to.
-        unpinned = [s for s in idle if s.session is None]
-        return min(unpinned or idle, key=lambda s: s.last_used)
+        """The idle slot the task takes now, if any (`slot_choice.choose_slot`)."""
+        return choose_slot(self.slots, task, self.similarity)
 
     def best_source(self, task: Task, exclude: Slot | None = None) -> tuple[Slot | None, int]:
         """The slot (idle or busy) whose KV holds the longest prefix of the task's prompt."""
-        best, best_n = None, 0
-        for slot in self.slots:
-            if slot is not exclude:
-                request = task.request
-                n = slot.reusable_prefix(request.prompt, request.cache_salt, request.approximate)
-                if n > best_n:
-                    best, best_n = slot, n
-        return best, best_n
+        return best_source(self.slots, task, exclude)
 
     def _awaits_shared_prefill(self, task: Task) -> bool:
         """True if an admitted task is still computing a long prefix this one shares: waiting and
