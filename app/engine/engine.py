@@ -3,7 +3,7 @@
 The loop (app/engine/engine_loop.py) takes in submitted tasks, admits waiting ones to slots
 (prefix reuse, parking idle KV) and runs one `Stepper` step (app/engine/stepper.py: plan,
 llama_decode, sample) at a time. The outside enters through `Engine`'s methods only: it builds
-the parts and hands out results, never the parts themselves.
+its parts (app/engine/engine_parts.py) and hands out results, never the parts themselves.
 
 The HTTP event loop never calls llama.cpp: it submits a Task and awaits its events, which the
 engine thread hands over with `loop.call_soon_threadsafe`. `llama_decode` is a ctypes call, which
@@ -24,34 +24,18 @@ from collections.abc import Callable
 from concurrent.futures import Future
 from pathlib import Path
 
-from app.cache.chunk_kv import ChunkKv, model_fingerprint
-from app.cache.disk_cache import DiskCache
-from app.cache.host_cache import HostCache
 from app.cache.state_file import cached_fingerprint
-from app.engine.arrivals import Arrival, Arrivals
-from app.engine.background_pacer import BackgroundPacer
-from app.engine.chunk_blend import ChunkBlend
+from app.engine.arrivals import Arrival
 from app.engine.config import EngineConfig
-from app.engine.draft_cost import DraftCost
 from app.engine.engine_info import CacheStats, ModelInfo
-from app.engine.engine_loop import EngineLoop
-from app.engine.inbox import Inbox
-from app.engine.kv_compactor import KvCompactor
+from app.engine.engine_parts import build_parts
 from app.engine.model import Model
-from app.engine.outbox import FIRST_EVENT_WAIT_S, Outbox
-from app.engine.prefix_reuse import PrefixReuse
-from app.engine.quiet_gate import QuietGate
-from app.engine.reply_memory import ReplyMemory
 from app.engine.request import GenerationRequest
-from app.engine.scheduler import Scheduler
 from app.engine.slot import SlotInfo
-from app.engine.slot_files import SlotFiles, SlotRestored, SlotSaved
-from app.engine.speculator import Speculator
-from app.engine.stepper import Stepper
+from app.engine.slot_files import SlotRestored, SlotSaved
 from app.engine.stream import EngineStream
 from app.engine.task import Sink, Task
 from app.engine.tokenizer import Tokenizer
-from app.engine.vision import Vision
 
 log = logging.getLogger(__name__)
 
@@ -67,89 +51,13 @@ class Engine:
         engine thread and tier threads call it)."""
         self.config = config
         self.model = model or Model(config)
-        self.speculator = Speculator(
-            config.spec_type if self.model.can_roll_back else "none",
-            config.spec_ngram_size_n,
-            config.spec_draft_n_max,
-            config.spec_draft_n_min,
-            ReplyMemory(config.spec_ngram_size_n, config.spec_replies),
-            DraftCost(fixed=config.spec_draft_cost if config.spec_draft_cost >= 0 else None),
-        )
-        self.scheduler = Scheduler(
-            self.model.n_seq_max,
-            config.slot_prompt_similarity,
-            self.speculator,
-            self.n_ctx_request,
-        )
-        host = HostCache(config.cache_ram_bytes, config.cache_ram_tokens, config.cache_policy)
-        disk = (
-            DiskCache(
-                config.cache_dir,
-                config.model_path,
-                config.cache_disk_bytes,
-                journal=config.cache_journal if config.cache_shared else None,
-            )
-            if config.cache_dir
-            else None
-        )
-        self._wake = threading.Event()
-        self.arrivals = Arrivals(wake=self._wake.set)
-        # One batch for the steps and for the idle tails parking decodes between them.
-        batch = self.model.new_batch()
-        self.reuse = PrefixReuse(
-            self.model,
-            self.scheduler,
-            host,
-            disk,
-            config.cache_reuse,
-            wake=self._wake.set,
-            on_op=on_cache_op,
-            prefill_tail=lambda slot: slot.prefill_tail(self.model, batch),
-        )
-        chunks = ChunkKv(host, disk, model_fingerprint(config.model_path))
-        self.blend = ChunkBlend(
-            self.model, chunks, config.blend_sink_tokens, forgotten=self.reuse.forgotten
-        )
-        self.vision = (  # opened on the engine thread by start()
-            Vision(self.model, config.mmproj_path, config.n_threads, config.encoder_cache_bytes)
-            if config.mmproj_path
-            else None
-        )
-        pacer = BackgroundPacer(config.background_batch_ms / 1000.0, config.n_batch)
-        self.stepper = Stepper(
-            self.model,
-            self.scheduler,
-            self.reuse,
-            self.n_ctx_request,
-            pacer,
-            self.vision,
-            batch,
-            self.speculator,
-        )
-        self.compactor = KvCompactor(self.model, host.pool, config.defrag_thold, on_cache_op)
-        # Events of the steps, one event-loop wake-up per stream interval at most. Waiting for a
-        # loop to send first tokens pays on CPU only, where the next decode takes the cores the
-        # loop needs.
-        on_cpu = self.model.n_gpu_layers == 0
-        self.outbox = Outbox(FIRST_EVENT_WAIT_S if on_cpu else 0.0)
-        # Tasks and calls from other threads; closed = the engine is stopping.
-        self.inbox = Inbox(self._wake.set)
-        self.quiet = QuietGate(self.arrivals)  # background work waits on it for clients
-        self.slot_files = SlotFiles(self.model, self.scheduler.slots, self.reuse, self.call)
-        self._loop = EngineLoop(
-            config,
-            self.model,
-            self.scheduler,
-            self.reuse,
-            self.stepper,
-            self.compactor,
-            self.inbox,
-            self.outbox,
-            self.arrivals,
-            self._wake,
-            self.quiet,
-            self.blend,
-        )
+        self._wake = threading.Event()  # set by whatever gives the engine thread work
+        parts = build_parts(config, self.model, self.n_ctx_request, self._wake, on_cache_op)
+        self.speculator, self.scheduler = parts.speculator, parts.scheduler
+        self.arrivals, self.inbox, self.outbox = parts.arrivals, parts.inbox, parts.outbox
+        self.reuse, self.blend, self.vision = parts.reuse, parts.blend, parts.vision
+        self.stepper, self.compactor, self._loop = parts.stepper, parts.compactor, parts.loop
+        self.quiet, self.slot_files = parts.quiet, parts.slot_files
         self._thread: threading.Thread | None = None
 
     # --- lifecycle ------------------------------------------------------------------------------

@@ -7,6 +7,8 @@ later layers) sequences can share cells.
 Compute (`decode`) belongs to one thread, the engine's: llama.cpp's OpenMP keeps a thread team per
 calling thread, and one graph run from a second thread slows every later decode (figures:
 docs/kv-reuse.md, Measurements).
+
+llama-server's flags become llama.cpp's load parameters in app/engine/llama_params.py.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ import numpy as np
 from app.cache.state_pool import StateBlob, StatePool
 from app.engine.batch import Batch
 from app.engine.config import EngineConfig
+from app.engine.llama_params import context_params, gpu_layers, model_params
 from mm.compute_thread import ComputeThread
 from mm.ggml_log import log_callback
 
@@ -35,46 +38,8 @@ def _install_log_callback(verbose: bool) -> None:
     llama_cpp.llama_log_set(callback, ctypes.c_void_p(0))
 
 
-def _cpu_has_amx_kernels() -> bool:
-    # llama.cpp's AMX kernels crash inside llama_decode on this machine's CPU. The project builds
-    # llama-cpp-python with AMX off; this guards against a wheel built natively by someone else.
-    info = llama_cpp.llama_print_system_info().decode("utf-8", "replace")
-    return "AMX_INT8 = 1" in info
-
-
 class ModelError(RuntimeError):
     pass
-
-
-# llama-server's -ctk/-ctv choices.
-KV_TYPES = {
-    "f32": llama_cpp.GGML_TYPE_F32,
-    "f16": llama_cpp.GGML_TYPE_F16,
-    "bf16": 30,  # GGML_TYPE_BF16 (llama_cpp does not export its name)
-    "q8_0": llama_cpp.GGML_TYPE_Q8_0,
-    "q4_0": llama_cpp.GGML_TYPE_Q4_0,
-    "q4_1": llama_cpp.GGML_TYPE_Q4_1,
-    "iq4_nl": llama_cpp.GGML_TYPE_IQ4_NL,
-    "q5_0": llama_cpp.GGML_TYPE_Q5_0,
-    "q5_1": llama_cpp.GGML_TYPE_Q5_1,
-}
-FLASH_ATTN = {
-    "auto": llama_cpp.LLAMA_FLASH_ATTN_TYPE_AUTO,
-    "on": llama_cpp.LLAMA_FLASH_ATTN_TYPE_ENABLED,
-    "off": llama_cpp.LLAMA_FLASH_ATTN_TYPE_DISABLED,
-}
-
-
-def gpu_offload_supported() -> bool:
-    """Whether this llama.cpp build has a GPU backend (CUDA, Vulkan, Metal, ...)."""
-    return bool(llama_cpp.llama_supports_gpu_offload())
-
-
-def _load_mode(use_mmap: bool, use_mlock: bool) -> int:
-    # This llama.cpp folds llama-server's --no-mmap / --mlock into one load mode.
-    if use_mlock:
-        return llama_cpp.LLAMA_LOAD_MODE_MMAP_MLOCK if use_mmap else llama_cpp.LLAMA_LOAD_MODE_MLOCK
-    return llama_cpp.LLAMA_LOAD_MODE_AUTO if use_mmap else llama_cpp.LLAMA_LOAD_MODE_NONE
 
 
 class Model:
@@ -83,40 +48,23 @@ class Model:
         self.compute = ComputeThread("Model")
         _install_log_callback(config.verbose)
         llama_cpp.llama_backend_init()
-        mparams = llama_cpp.llama_model_default_params()
-        ngl = config.n_gpu_layers
-        self.n_gpu_layers = (999 if gpu_offload_supported() else 0) if ngl < 0 else ngl
-        mparams.n_gpu_layers = self.n_gpu_layers
-        mparams.load_mode = _load_mode(config.use_mmap, config.use_mlock)
-        if _cpu_has_amx_kernels():
-            mparams.use_extra_bufts = False
+        self.n_gpu_layers = gpu_layers(config.n_gpu_layers)
+        mparams = model_params(config, self.n_gpu_layers)
         self._model = llama_cpp.llama_model_load_from_file(config.model_path.encode(), mparams)
         if not self._model:
             raise ModelError(f"failed to load model {config.model_path}")
         self._vocab = llama_cpp.llama_model_get_vocab(self._model)
 
-        cparams = llama_cpp.llama_context_default_params()
-        cparams.n_ctx = config.n_ctx
-        cparams.n_batch = config.n_batch
-        cparams.n_ubatch = config.n_ubatch
         # One sequence more than the slots: the scratch sequence where a chunk's KV is computed
         # or restored before it is moved into a slot (app/engine/chunk_blend.py). Not with a
         # window-only SWA cache, which cannot keep a moved chunk and whose size grows by a
         # window per sequence.
         window_only = llama_cpp.llama_model_n_swa(self._model) > 0 and not config.swa_full
-        cparams.n_seq_max = config.n_parallel + (0 if window_only else 1)
-        cparams.n_threads = config.n_threads
-        cparams.n_threads_batch = config.n_threads_batch or config.n_threads
         try:
-            cparams.type_k = KV_TYPES[config.cache_type_k]
-            cparams.type_v = KV_TYPES[config.cache_type_v]
-            cparams.flash_attn_type = FLASH_ATTN[config.flash_attn]
+            cparams = context_params(config, config.n_parallel + (0 if window_only else 1))
         except KeyError as e:
             llama_cpp.llama_model_free(self._model)
             raise ModelError(f"unknown KV cache type or flash-attention mode {e}") from None
-        cparams.kv_unified = True
-        cparams.swa_full = config.swa_full
-        cparams.no_perf = True
         self._ctx = llama_cpp.llama_init_from_model(self._model, cparams)
         if not self._ctx:
             llama_cpp.llama_model_free(self._model)

@@ -6,7 +6,8 @@ import llama_cpp
 import pytest
 
 from app.engine.config import EngineConfig
-from app.engine.model import Model, ModelError, gpu_offload_supported
+from app.engine.llama_params import gpu_offload_supported
+from app.engine.model import Model, ModelError
 
 
 def kv_bytes_per_token(model_path: str, **kv: str) -> float:
