@@ -12,7 +12,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from app.api.schemas import ChatCompletionRequest
+from app.api.openai_schemas import ChatCompletionRequest
 from app.api.tool_schemas import NAME_PATTERN
 
 

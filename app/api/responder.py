@@ -1,9 +1,9 @@
 """Turns an engine stream into an HTTP response: SSE when streaming, one JSON object otherwise.
 
 A client that goes away cancels its task: the slot is freed at once and keeps its KV for reuse.
-Every request that ran ends in exactly one call of the end hooks (metrics, the request log line
-and, for sessions, storing the reply), also when the client went away or the server shut down.
-The hooks run before the last chunk is sent, so a client that saw the end finds it recorded.
+Every request that ran ends in exactly one call of its end hooks (app/api/end_hooks.py), also
+when the client went away or the server shut down. The hooks run before the last chunk is sent,
+so a client that saw the end finds it recorded.
 """
 
 from __future__ import annotations
@@ -11,7 +11,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
-import logging
 from collections.abc import AsyncIterator, Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
@@ -19,23 +18,18 @@ from typing import Any
 from fastapi import Request
 from fastapi.responses import JSONResponse, StreamingResponse
 
+from app.api.end_hooks import EndHook, Ending
 from app.api.errors import error_body, error_response
 from app.api.event_writer import EventWriter, KeepsDeltas
-from app.api.outcome import RequestOutcome
 from app.api.reply_parts import ReplyParts, with_reasoning
 from app.api.responses import Envelope, Shape, usage
 from app.api.schemas import GenerationFields
 from app.api.services import Services
 from app.chat.reasoning import Thinking
-from app.chat.turn import TurnRecorder, TurnResult
+from app.chat.turn import TurnRecorder
 from app.engine.events import Failed, Finished, TextDelta
 from app.engine.request import GenerationRequest
 from app.engine.stream import EngineStream
-from app.engine.task import Task
-
-log = logging.getLogger(__name__)
-
-EndHook = Callable[[TurnResult], None]
 
 
 @dataclass(slots=True)
@@ -69,76 +63,7 @@ async def _watch_disconnect(http: Request, stream: EngineStream) -> None:
     stream.cancel()
 
 
-class _Ending:
-    """Runs the end hooks once; a failing hook is logged and never breaks the response.
-
-    On the normal paths the hooks (which may write to the database) run in a worker thread so
-    the event loop keeps serving; on a cancellation path they run inline, as there is nothing
-    left to await."""
-
-    def __init__(
-        self,
-        services: Services,
-        request: GenerationRequest,
-        reply: Reply,
-        rec: TurnRecorder,
-        task: Task,
-    ) -> None:
-        self.services, self.request, self.reply, self.rec = services, request, reply, rec
-        # A request whose client went away ends without a Finished event reaching us: its slot
-        # and token counts are read from the task (ints the engine thread wrote).
-        self.task = task
-        self.done = False
-        services.inflight.add(self)
-
-    async def finish(self) -> None:
-        if not self.done:
-            self.done = True  # before the await: a cancellation there must not run them twice
-            await asyncio.to_thread(self._run, self.rec.result())
-
-    def __call__(self) -> None:
-        if not self.done:
-            self.done = True
-            self._run(self.rec.result())
-
-    def _run(self, result: TurnResult) -> None:
-        try:
-            for hook in [self._observe, *self.reply.on_end]:
-                try:
-                    hook(result)
-                except Exception:
-                    log.exception("end-of-request hook failed")
-        finally:
-            self.services.inflight.discard(self)
-
-    def _observe(self, result: TurnResult) -> None:
-        done, failed, task = result.finished, result.failed, self.task
-        timings = done.timings if done is not None else None
-        self.services.metrics.observe(
-            RequestOutcome(
-                route=self.reply.route,
-                outcome=result.status,
-                status=failed.status if failed is not None else 200,
-                slot=timings.slot if timings is not None else task.slot_id,
-                session_id=self.request.session,
-                prompt_tokens=len(self.request.prompt),
-                cached_tokens=done.cached_tokens if done is not None else task.n_cached,
-                cache_source=timings.cache_source if timings is not None else task.cache_source,
-                completion_tokens=(
-                    done.completion_tokens if done is not None else task.n_generated
-                ),
-                ttft_s=result.ttft_s,
-                e2e_s=result.e2e_s,
-                finish_reason=done.finish_reason if done is not None else None,
-                draft_tokens=task.draft_n,
-                draft_tokens_accepted=task.draft_n_accepted,
-                prompt_ms=timings.prompt_ms if timings is not None else 0.0,
-                predicted_ms=timings.predicted_ms if timings is not None else 0.0,
-            )
-        )
-
-
-async def _settle(ending: _Ending, watcher: asyncio.Task) -> None:
+async def _settle(ending: Ending, watcher: asyncio.Task) -> None:
     """An unstreamed response is over, however it ended: its hooks ran, nobody watches."""
     ending()
     watcher.cancel()
@@ -174,7 +99,7 @@ async def respond(
     arrival = getattr(http.state, "arrival", None)
     stream = services.engine.open(request, streaming=body.stream, arrival=arrival)
     envelope = Envelope(reply.shape, services.model_name, reply.extra)
-    ending = _Ending(services, request, reply, rec, stream.task)
+    ending = Ending(services, request, reply.route, reply.on_end, rec, stream.task)
     if reply.writer is not None:
         return await _written(stream, reply.writer, body.stream, http, rec, ending)
     if body.stream:
@@ -216,7 +141,7 @@ async def _stream(
     include_usage: bool,
     http: Request,
     rec: TurnRecorder,
-    ending: _Ending,
+    ending: Ending,
     reply: Reply,
 ) -> AsyncIterator[str]:
     shape = envelope.shape
@@ -266,7 +191,7 @@ async def _written(
     streaming: bool,
     http: Request,
     rec: TurnRecorder,
-    ending: _Ending,
+    ending: Ending,
 ) -> JSONResponse | StreamingResponse:
     """The reply through a writer of its own (see event_writer.py), streamed or whole."""
     if streaming:
@@ -295,7 +220,7 @@ async def _written(
 
 
 async def _written_stream(
-    stream: EngineStream, writer: EventWriter, http: Request, rec: TurnRecorder, ending: _Ending
+    stream: EngineStream, writer: EventWriter, http: Request, rec: TurnRecorder, ending: Ending
 ) -> AsyncIterator[str]:
     watcher = asyncio.create_task(_watch_disconnect(http, stream))
     try:

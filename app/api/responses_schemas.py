@@ -13,7 +13,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from app.api.schemas import ChatCompletionRequest
+from app.api.openai_schemas import ChatCompletionRequest
 from app.api.tool_schemas import NAME_PATTERN
 from app.chat.messages import ChatMessage, FunctionCall, MessageToolCall
 from app.engine.request import RequestError

@@ -1,6 +1,10 @@
-"""OpenAI-compatible request schemas (plus llama-server's extensions: cache_prompt, id_slot, ...).
+"""The request fields every generation route shares (`GenerationFields`: OpenAI's sampling and
+streaming fields, plus llama-server's extensions: cache_prompt, id_slot, grammar, ...), and the
+small models several requests carry (`rag`, `response_format`, NUL-free text).
 
 Unknown fields are ignored, as the OpenAI API and llama-server do, so any OpenAI client works.
+Each route's own request adds its fields on these (app/api/openai_schemas.py and the other
+*_schemas.py modules).
 """
 
 from __future__ import annotations
@@ -9,8 +13,6 @@ from typing import Annotated, Any, ClassVar, Literal
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from app.api.tool_schemas import ToolChoice, ToolDef, forced_tools, tool_specs
-from app.chat.messages import ChatMessage
 from app.chat.reasoning import ReasoningAsk
 from app.chat.tools import ToolSpec
 from app.engine.request import GenerationRequest
@@ -231,66 +233,6 @@ def default_params(seed: int, n_predict: int) -> dict[str, Any]:
     fields = GenerationFields.model_fields
     params: dict[str, Any] = {name: fields[name].default for name in SETTING_NAMES}
     return {"seed": seed, **params, "n_predict": n_predict, "max_tokens": n_predict}
-
-
-class ChatCompletionRequest(GenerationFields):
-    messages: list[ChatMessage] = Field(min_length=1)
-    # Conversation key for slot affinity (also the X-Session-Id header), for clients that send
-    # the whole history each turn.
-    session_id: str | None = Field(default=None, max_length=128)
-    logprobs: bool = False
-    top_logprobs: int | None = Field(default=None, ge=0, le=20)
-    rag: RagOptions | None = None  # documents (issue 11)
-    tools: list[ToolDef] | None = Field(default=None, max_length=128)  # type: ignore[assignment]
-    tool_choice: ToolChoice | None = None  # None: "auto" with tools, else "none"
-    parallel_tool_calls: bool = True
-    takes_tools: ClassVar[bool] = True
-
-    @field_validator("messages")
-    @classmethod
-    def _one_assistant_at_the_end(cls, messages: list[ChatMessage]) -> list[ChatMessage]:
-        # llama-server's rule and words: one assistant message at the end is a reply to go on
-        # from; two in a row there are a mistake.
-        if len(messages) >= 2 and all(m.role == "assistant" for m in messages[-2:]):
-            raise ValueError("Cannot have 2 or more assistant messages at the end of the list.")
-        return messages
-
-    def logprobs_n(self) -> int | None:
-        return (self.top_logprobs or 0) if self.logprobs else None
-
-    def tool_specs(self) -> list[ToolSpec]:
-        return tool_specs(self.tools)
-
-    def calls_allowed(self) -> bool:
-        """Whether the reply may hold tool calls (they are looked for in it)."""
-        return bool(self.tools) and self.tool_choice != "none"
-
-    def forced_calls(self) -> list[ToolSpec] | None:
-        return forced_tools(self.tool_specs(), self.tool_choice)
-
-    def parallel_calls(self) -> bool:
-        return self.parallel_tool_calls
-
-
-class CompletionRequest(GenerationFields):
-    prompt: str | list[int] | list[str] | list[list[int]]
-    logprobs: int | None = Field(default=None, ge=0, le=20)
-
-    def logprobs_n(self) -> int | None:
-        return self.logprobs
-
-    def single_prompt(self) -> str | list[int]:
-        """One prompt; a list of several prompts is refused (one choice per request)."""
-        p = self.prompt
-        if isinstance(p, str):
-            return p
-        if len(p) == 0:
-            return []
-        if isinstance(p[0], int):
-            return p  # type: ignore[return-value]
-        if len(p) != 1:
-            raise ValueError("only one prompt per request is supported")
-        return p[0]  # type: ignore[return-value]
 
 
 def no_nul(value: str | None) -> str | None:

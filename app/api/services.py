@@ -34,7 +34,7 @@ class Services:
     documents: Documents | None  # collections, ingestion, retrieval; None: 503
     questions: DocQuestions | None  # search, /ask, `rag` sources (with `documents`)
     keys: KeyStore  # API keys (app/api/auth.py)
-    # Responses whose end hooks have not run yet (app/api/responder.py); shutdown waits for them.
+    # Responses whose end hooks have not run yet (app/api/end_hooks.py); shutdown waits for them.
     inflight: set[object] = field(default_factory=set)
 
     async def drained(self, timeout: float) -> bool:

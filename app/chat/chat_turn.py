@@ -7,9 +7,8 @@ A chat that sends its whole history reuses earlier replies' generated ids from t
 replies' own ids (app/chat/conversation.py), so it extends the previous turn token for token
 and the whole history is reused from the KV; the session goes back to the slot that holds it.
 Nothing of a session is lost: the user message is stored before generation, the reply when it
-ends, with status complete, cancelled or error (also when the client goes away or the server
-stops). The engine request's sampling, grammar and salt come from the request body, through
-the `Build` the API layer passes in.
+ends (app/chat/stored_replies.py). The engine request's sampling, grammar and salt come from
+the request body, through the `Build` the API layer passes in.
 """
 
 from __future__ import annotations
@@ -22,9 +21,10 @@ from typing import Any, Protocol, cast
 from app.chat.images import image_prompt
 from app.chat.messages import ChatMessage
 from app.chat.prompter import Prompter
-from app.chat.reasoning import ReasoningAsk, Thinking, split_reasoning
+from app.chat.reasoning import ReasoningAsk, Thinking
 from app.chat.session_history import history, history_prompt, store_images, visible_uploads
 from app.chat.session_lookup import session_not_found
+from app.chat.stored_replies import reply_store
 from app.chat.tool_messages import TemplateTools, prompt_messages
 from app.chat.tools import ToolSpec
 from app.chat.turn import TurnResult
@@ -65,16 +65,6 @@ class SessionAsk(Protocol):
     def text(self) -> str: ...
 
     def has_images(self) -> bool: ...
-
-
-def rewind(session: SessionRecord) -> MessageRecord:
-    """For regenerate: the last user message, with it and what follows taken off `session`
-    (they are replaced in the same transaction as the message is stored again)."""
-    last = next((m for m in reversed(session.messages) if m.role == "user"), None)
-    if last is None:
-        raise RequestError("the session has no user message to answer", param="session_id")
-    session.messages = [m for m in session.messages if m.seq < last.seq]
-    return last
 
 
 class ChatTurns:
@@ -247,7 +237,8 @@ class ChatTurns:
             self.busy.discard(session.id)
             await asyncio.to_thread(self.store.delete_message, user.id)
 
-        hooks = [self._reply_store(session.id, len(prompt), thinking), self._release(session.id)]
+        stored = reply_store(self.store, self.prompter, session.id, len(prompt), thinking)
+        hooks = [stored, self._release(session.id)]
         citations = found.citations if found is not None else None
         extra = {"session_id": session.id}
         return Turn(request, "session", hooks, extra, citations, undo, thinking)
@@ -302,35 +293,8 @@ class ChatTurns:
             self.busy.discard(session_id)
             raise
 
-    def _reply_store(self, session_id: str, prompt_tokens: int, thinking: Thinking) -> EndHook:
-        store, prompter = self.store, self.prompter
-
-        def store_reply(result: TurnResult) -> None:
-            fields = reply_fields(result, prompter, prompt_tokens)
-            reasoning, content = split_reasoning(result.text, thinking)
-            store.add_message(session_id, "assistant", content, reasoning=reasoning, **fields)
-
-        return store_reply
-
     def _release(self, session_id: str) -> EndHook:
         def release(_: TurnResult) -> None:
             self.busy.discard(session_id)
 
         return release
-
-
-def reply_fields(result: TurnResult, prompter: Prompter, prompt_tokens: int) -> dict[str, Any]:
-    """What a stored reply records besides its text: how it ended, its counts and timings, and
-    its token ids where they are exactly what its text tokenizes to (the next turn reuses them)."""
-    done, failed = result.finished, result.failed
-    exact = result.status != "error" and prompter.matches(result.tokens, result.text)
-    return {
-        "status": result.status,
-        "token_ids": result.tokens if exact else None,
-        "prompt_tokens": prompt_tokens,
-        "cached_tokens": done.cached_tokens if done else None,
-        "completion_tokens": done.completion_tokens if done else len(result.tokens),
-        "timings": done.timings.as_dict() if done else None,
-        "finish_reason": done.finish_reason if done else None,
-        "error": failed.message if failed else None,
-    }

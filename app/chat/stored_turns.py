@@ -14,10 +14,11 @@ import asyncio
 from dataclasses import dataclass
 from typing import Any, cast
 
-from app.chat.chat_turn import Build, ChatTurns, EndHook, Turn, reply_fields
+from app.chat.chat_turn import Build, ChatTurns, EndHook, Turn
 from app.chat.messages import ChatMessage
 from app.chat.session_history import history_prompt, store_images, turn_history, visible_uploads
 from app.chat.session_lookup import session_not_found
+from app.chat.stored_replies import reply_fields
 from app.chat.tools import ReplyParser, ToolSpec
 from app.chat.turn import TurnResult
 from app.db.records import MessageRecord, SessionRecord

@@ -16,9 +16,9 @@ from app.api.anthropic_schemas import MessagesRequest
 from app.api.auth import cache_salt
 from app.api.errors import ERROR_RESPONSES, STREAMING, conversion_error
 from app.api.lookups import TenantDep
+from app.api.openai_schemas import ChatCompletionRequest
 from app.api.responder import Reply, respond
 from app.api.responses import ChatShape
-from app.api.schemas import ChatCompletionRequest
 from app.api.services import ServicesDep
 from app.api.structured_output import refuse_unsupported
 from app.api.turn_reply import request_builder

@@ -12,9 +12,9 @@ from fastapi import APIRouter, Header, Request
 from app.api.auth import cache_salt
 from app.api.errors import STREAMING
 from app.api.lookups import TenantDep
+from app.api.openai_schemas import ChatCompletionRequest, CompletionRequest
 from app.api.responder import Reply, respond
 from app.api.responses import TextShape
-from app.api.schemas import ChatCompletionRequest, CompletionRequest
 from app.api.services import Services, ServicesDep
 from app.api.structured_output import finish_request, refuse_unsupported
 from app.api.turn_reply import reply_turn, request_builder

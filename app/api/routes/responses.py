@@ -21,6 +21,7 @@ from pydantic import ValidationError
 from app.api.auth import cache_salt
 from app.api.errors import STREAMING, conversion_error, openapi_links
 from app.api.lookups import TenantDep
+from app.api.openai_schemas import ChatCompletionRequest
 from app.api.responder import Reply, respond
 from app.api.responses import ChatShape
 from app.api.responses_reply import (
@@ -38,7 +39,6 @@ from app.api.responses_schemas import (
     parse_response_id,
 )
 from app.api.responses_schemas import response_id as make_response_id
-from app.api.schemas import ChatCompletionRequest
 from app.api.services import Services, ServicesDep
 from app.api.structured_output import refuse_unsupported
 from app.api.turn_reply import request_builder

@@ -13,7 +13,7 @@ from app.api.lookups import SessionDep
 from app.api.services import ServicesDep
 from app.api.session_schemas import RegenerateRequest, SessionMessageRequest
 from app.api.turn_reply import session_turn
-from app.chat.chat_turn import rewind
+from app.chat.stored_replies import rewind
 
 router = APIRouter(prefix="/v1/sessions")
 
