@@ -14,6 +14,7 @@ import numpy as np
 from sqlalchemy import func, select, update
 
 from app.db.collection_version import bump_version, bump_version_of, version_of
+from app.db.document_models import ChunkTokens, Collection, DocChunk, Document
 from app.db.document_records import (
     ChunkRecord,
     CollectionRecord,
@@ -24,7 +25,6 @@ from app.db.document_records import (
     document_record,
 )
 from app.db.ingest_claims import IngestClaims
-from app.db.models import ChunkTokens, Collection, DocChunk, Document
 from app.db.store import Store
 
 
