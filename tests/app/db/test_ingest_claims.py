@@ -10,7 +10,8 @@ import numpy as np
 import pytest
 from sqlalchemy import update
 
-from app.db.chunk_store import ChunkStore, NumbersTaken
+from app.db.chunk_store import ChunkStore
+from app.db.chunk_writes import NumbersTaken
 from app.db.document_models import Document
 from app.db.document_records import NewChunk
 from app.db.document_store import DocumentStore
