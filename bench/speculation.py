@@ -247,7 +247,7 @@ def main() -> None:
     p.add_argument("--quick", action="store_true")
     p.add_argument("--out", type=Path, default=RESULTS)
     args = p.parse_args()
-    from app.config import packaged_model_path
+    from app.config_derived import packaged_model_path
 
     report = run(packaged_model_path(), args.quick)
     print(markdown(report))
