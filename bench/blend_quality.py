@@ -26,7 +26,7 @@ import numpy as np
 from app.cache.chunk_kv import ChunkKv
 from app.cache.host_cache import HostCache
 from app.chat.prompter import Prompter
-from app.config import packaged_model_path
+from app.config_derived import packaged_model_path
 from app.docs.doc_prompt import DocPrompter
 from app.engine.blend_plan import BlendPlan, find_spans
 from app.engine.chunk_blend import ChunkBlend

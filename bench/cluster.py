@@ -222,7 +222,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--quick", action="store_true", help="6 sessions, 1 collection: a smoke test")
     p.add_argument("--out", type=Path, default=RESULTS)
     args = p.parse_args(argv)
-    from app.config import packaged_model_path
+    from app.config_derived import packaged_model_path
 
     report = run(packaged_model_path(), args.quick)
     report["quick"] = args.quick

@@ -158,7 +158,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     args = p.parse_args(argv)
 
-    from app.config import packaged_model_path
+    from app.config_derived import packaged_model_path
 
     model = packaged_model_path()
     mmproj = args.mmproj

@@ -259,7 +259,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--servers", default=",".join(NAMES))
     p.add_argument("--out", default=str(ROOT / "bench" / "results"))
     args = p.parse_args(argv)
-    from app.config import packaged_model_path
+    from app.config_derived import packaged_model_path
 
     servers = [s.strip() for s in args.servers.split(",") if s.strip()]
     report = run(packaged_model_path(), args.quick, servers)

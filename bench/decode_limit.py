@@ -87,7 +87,7 @@ def measure(model_path: str, n_tokens: int = 400, n_threads: int = 2, n_ctx: int
 
 
 def main(argv: list[str] | None = None) -> None:
-    from app.config import packaged_model_path
+    from app.config_derived import packaged_model_path
 
     p = argparse.ArgumentParser(prog="python -m bench.decode_limit", allow_abbrev=False)
     p.add_argument("--model", default=None)

@@ -20,7 +20,8 @@ Each row: mean/p50/p95 TTFT over the questions and the share of prompt tokens se
 cache. Also printed: ingestion time, embedding chunks/s and retrieval ms per question.
 llama-server runs only when built (`make llama-server`); `--servers ours` runs ours alone.
 `python -m bench.compare` runs the same `run()` after its other rows (`--no-doc-qa` skips it),
-and its Targets table holds this one: ours' mean TTFT at most 0.5x llama-server's in score order.
+and its Targets table holds this one: ours' mean TTFT at most 0.5x llama-server's in score order
+(the targets and the table: bench/doc_qa_report.py).
 """
 
 from __future__ import annotations
@@ -37,14 +38,11 @@ import httpx
 
 from bench import peers
 from bench.client import Result, stream, stream_chat
-from bench.doc_qa_workload import FULL, QUICK, Plan, corpus, questions
+from bench.doc_qa_report import BLEND, NEW, NEW_BLEND, NO_PREFILL, SCORE_ORDER, markdown
+from bench.doc_qa_workload import FULL, QUICK, TOP_K, Plan, corpus, questions
 from bench.server_process import ROOT
-from bench.targets import Target, target
 
 RESULTS = ROOT / "bench" / "results"
-TOP_K = 4
-SCORE_ORDER = "llama-server, score order"  # the row the target compares ours with
-TARGET = "document QA mean TTFT, chunks in score order"
 MAX_TOKENS = 8
 # The prompt text around the chunks, as our server builds it (app/docs/doc_prompt.py).
 SYSTEM = (
@@ -221,76 +219,6 @@ def run(model: str, quick: bool, servers: list[str], blend_k: tuple[int, ...] = 
         except (peers.PeerUnavailable, RuntimeError, httpx.HTTPError) as e:
             report["failed"]["llama-server"] = f"{type(e).__name__}: {e}"
     return report
-
-
-NO_PREFILL = "ours, no document prefill"
-BLEND = "ours, blend"
-NEW = "ours, new combinations"
-NEW_BLEND = "ours, blend, new combinations"
-
-
-def targets(report: dict) -> list[Target]:
-    """Ours at most half llama-server's mean TTFT when it gets the chunks best first, as a
-    typical RAG app sends them: what laying them out for the cache is worth."""
-    ours, score = report["rows"].get("ours"), report["rows"].get(SCORE_ORDER)
-    if not ours or not score:
-        return []
-    out = [target(TARGET, ours["mean_ttft"], score["mean_ttft"], 0.5, at_most=True)]
-    rows = report["rows"]
-    for k in [""] + [name.removeprefix(BLEND) for name in rows if name.startswith(BLEND + ", k=")]:
-        out += blend_targets(rows.get(BLEND + k), rows.get(NEW_BLEND + k), rows, k)
-    return out
-
-
-def blend_targets(blended: dict | None, blend: dict | None, rows: dict, k: str) -> list[Target]:
-    """Issue 26's two blend targets, for the blend rows of one k (`k`: "" or ", k=K")."""
-    out = []
-    score, new = rows[SCORE_ORDER], rows.get(NEW)
-    if blended:  # issue 26: with chunk KV reused at any position, a quarter of the peer's
-        name = f"document QA mean TTFT with blend{k}, chunks in score order"
-        out.append(target(name, blended["mean_ttft"], score["mean_ttft"], 0.25, at_most=True))
-    if new and blend:  # issue 26: blend on new combinations at most 0.35x prefix reuse
-        name = f"document QA new combinations mean TTFT, blend{k} vs prefix reuse"
-        out.append(target(name, blend["mean_ttft"], new["mean_ttft"], 0.35, at_most=True))
-    return out
-
-
-def markdown(report: dict) -> str:
-    plan = report["plan"]
-    lines = [
-        f"Document QA: {plan['documents']} documents, {plan['questions']} questions over "
-        f"{plan['topics']} Zipf-popular topics, top {TOP_K} chunks. Ingestion "
-        f"{report['ingest_s']:.1f} s for {report['chunks']} chunks "
-        f"({report['chunks_per_s']:.1f} chunks/s; embedder load {report['embedder_load_s']:.1f} s "
-        f"before it); retrieval (query embedding, search, layout) {report['retrieval_ms']:.1f} ms "
-        f"per question. Ingestion and the documents' prefill into the cache (idle-time work, "
-        f"done before the questions): {report.get('prefill_s', float('nan')):.1f} s; with "
-        f"blend (each chunk's own KV too): {report.get('blend_prefill_s', float('nan')):.1f} s.",
-        "",
-        "| server | mean TTFT s | p50 s | p95 s | cached share |",
-        "|---|---:|---:|---:|---:|",
-    ]
-    for name, row in report["rows"].items():
-        share = "n/a" if row["cached_share"] is None else f"{row['cached_share']:.2f}"
-        lines.append(
-            f"| {name} | {row['mean_ttft']:.3f} | {row['p50_ttft']:.3f} | "
-            f"{row['p95_ttft']:.3f} | {share} |"
-        )
-    if "seen" in report:
-        lines += ["", f"New combinations: {report['seen']:.0%} of their chunks seen before."]
-    for name, ratio, bound, verdict in targets(report):
-        if name.startswith("document QA new combinations"):
-            which = name.removeprefix("document QA new combinations mean TTFT, ")
-            line = f"ours {which}, new combinations, mean TTFT: {ratio:.2f}"
-        elif "with blend" in name:
-            line = f"{name.removeprefix('document QA mean TTFT with ')}: ours / llama-server"
-            line += f", mean TTFT: {ratio:.2f}"
-        else:
-            line = f"ours / llama-server (score order), mean TTFT: {ratio:.2f}"
-        lines += ["", f"{line} ({bound}: {verdict})"]
-    for name, why in report["failed"].items():
-        lines.append(f"\n{name} failed: {why}")
-    return "\n".join(lines) + "\n"
 
 
 def main(argv: list[str] | None = None) -> int:

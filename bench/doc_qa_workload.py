@@ -2,8 +2,9 @@
 
 Each document is about one topic (bench.core's TOPICS): a few paragraphs naming it around random
 words. Questions pick topics Zipf-popular (s = 1.1), phrased a few ways, so the chunks of popular
-topics are retrieved again and again. Both are drawn from the caller's seeded `random.Random`,
-so a run is repeatable. `FULL` is the measured size, `QUICK` a smoke test (`--quick`).
+topics are retrieved again and again (`TOP_K` chunks per question). Both are drawn from the
+caller's seeded `random.Random`, so a run is repeatable. `FULL` is the measured size, `QUICK` a
+smoke test (`--quick`).
 """
 
 from __future__ import annotations
@@ -51,6 +52,7 @@ class Plan:
 
 FULL = Plan(documents=30, paragraphs=4, questions=40, topics=10)
 QUICK = Plan(documents=6, paragraphs=1, questions=6, topics=3)
+TOP_K = 4  # chunks retrieved per question
 
 
 def corpus(plan: Plan, rnd: random.Random) -> list[tuple[str, str, str]]:

@@ -73,7 +73,7 @@ def lines(result: dict[int, dict[int, float]]) -> list[str]:
 
 
 def main() -> None:
-    from app.config import packaged_model_path
+    from app.config_derived import packaged_model_path
 
     p = argparse.ArgumentParser(prog="python -m bench.draft_cost")
     p.add_argument("--model", default=None)

@@ -24,7 +24,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from app.config import packaged_model_path
+from app.config_derived import packaged_model_path
 from app.db.chunk_store import ChunkStore
 from app.db.document_store import DocumentStore
 from app.db.store import Store

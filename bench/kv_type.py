@@ -46,7 +46,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--cache-ram", type=int, default=16, help="host cache budget, MiB")
     p.add_argument("--no-cache-idle-slots", action="store_true")
     args = p.parse_args(argv)
-    from app.config import packaged_model_path
+    from app.config_derived import packaged_model_path
 
     extra = ("--no-cache-idle-slots",) if args.no_cache_idle_slots else ()
     model = packaged_model_path()

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import httpx
 
-from app.config import packaged_model_path
+from app.config_derived import packaged_model_path
 from bench import peers
 from bench.server_process import ROOT
 

@@ -17,7 +17,7 @@ from bench import (
     background,
     cluster_report,
     decode_churn,
-    doc_qa,
+    doc_qa_report,
     ingest,
     peers,
     prefix,
@@ -38,7 +38,7 @@ def targets(report: dict) -> list[Target]:
     if report.get("decode_churn"):
         rows += decode_churn.targets(report["decode_churn"])
     if report.get("doc_qa"):
-        rows += doc_qa.targets(report["doc_qa"])
+        rows += doc_qa_report.targets(report["doc_qa"])
     if report.get("background"):
         rows += background.targets(report["background"])
     if report.get("ingest"):
@@ -93,7 +93,7 @@ def markdown(report: dict) -> str:
     if report.get("decode_churn"):
         lines += ["", decode_churn.markdown(report["decode_churn"]).rstrip("\n")]
     if report.get("doc_qa"):
-        lines += ["", doc_qa.markdown(report["doc_qa"]).rstrip("\n")]
+        lines += ["", doc_qa_report.markdown(report["doc_qa"]).rstrip("\n")]
     if report.get("background"):
         lines += ["", background.markdown(report["background"]).rstrip("\n")]
     if report.get("ingest"):
@@ -194,8 +194,8 @@ def _headline_values(report: dict) -> list[tuple[str, float | None, float | None
             if bound is not None:
                 rows.append((label, _get(pair[0], group, k), _get(pair[1], group, k)))
     if qa := report.get("doc_qa"):
-        pair = qa["rows"].get("ours", {}), qa["rows"].get(doc_qa.SCORE_ORDER, {})
-        rows.append((doc_qa.TARGET, _get(pair[0], "mean_ttft"), _get(pair[1], "mean_ttft")))
+        pair = qa["rows"].get("ours", {}), qa["rows"].get(doc_qa_report.SCORE_ORDER, {})
+        rows.append((doc_qa_report.TARGET, _get(pair[0], "mean_ttft"), _get(pair[1], "mean_ttft")))
     return rows
 
 

@@ -120,7 +120,12 @@ def ingest(base: str, quick: bool) -> str:
 
 
 def ask_ours(base: str, col: str, question: str) -> float:
-    body = {"question": question, "top_k": doc_qa.TOP_K, "max_tokens": REPLY, "ignore_eos": True}
+    body = {
+        "question": question,
+        "top_k": doc_qa_workload.TOP_K,
+        "max_tokens": REPLY,
+        "ignore_eos": True,
+    }
     return speed(stream(f"{base}/v1/collections/{col}/ask", body))
 
 
@@ -131,7 +136,7 @@ def ask_peer(base: str, question: str, hits: list) -> float:
 
 def retrieved(base: str, col: str, questions: list[str]) -> dict[str, list]:
     """The chunks ours retrieves for each question: what llama-server is fed."""
-    body = {"top_k": doc_qa.TOP_K}
+    body = {"top_k": doc_qa_workload.TOP_K}
     return {
         q: httpx.post(
             f"{base}/v1/collections/{col}/search", json={"query": q, **body}, timeout=60
@@ -242,7 +247,7 @@ def main() -> None:
     p.add_argument("--quick", action="store_true")
     p.add_argument("--out", type=Path, default=RESULTS)
     args = p.parse_args()
-    from app.config import packaged_model_path
+    from app.config_derived import packaged_model_path
 
     report = run(packaged_model_path(), args.quick)
     print(markdown(report))

@@ -20,7 +20,7 @@ import time
 import llama_cpp
 
 from app.cache.host_cache import HostCache
-from app.config import packaged_model_path
+from app.config_derived import packaged_model_path
 from app.engine.config import EngineConfig
 from app.engine.model import Model
 from app.engine.prefix_reuse import PrefixReuse

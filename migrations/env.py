@@ -11,6 +11,8 @@ from logging.config import fileConfig
 from alembic import context
 from sqlalchemy import Connection, text
 
+# Each module of ORM models adds its tables to Base.metadata when imported: import every one.
+import app.db.document_models  # noqa: F401
 from app.db.models import Base
 from app.db.sql_engine import WRITE_OPTION, make_engine, normalize_url
 

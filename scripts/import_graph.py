@@ -7,8 +7,9 @@ only type checkers follow is still a circle for a reader.
 
 Layers, top to bottom (a module may import its own layer and those below it):
   entry points (app/__main__.py, app/server.py, app/keys_cli.py, app/cluster, bench/) ->
-  routes (app/api/routes) -> services (app/chat, app/docs, the rest of app/api, app/config.py) ->
-  storage (app/db, app/media) -> engine (app/engine) -> cache (app/cache) -> libraries (mm, rag).
+  routes (app/api/routes) -> services (app/chat, app/docs, the rest of app/api, app/config.py,
+  app/config_derived.py) -> storage (app/db, app/media) -> engine (app/engine) ->
+  cache (app/cache) -> libraries (mm, rag).
 `rag` and `mm` never import `app`; nothing under them imports `bench` or `tests`.
 
 Standard library only: it runs before anything is installed.
@@ -39,6 +40,7 @@ LAYERS: tuple[tuple[str, int, str], ...] = (
     ("app.chat", 6, "services"),
     ("app.docs", 6, "services"),
     ("app.config", 6, "services"),
+    ("app.config_derived", 6, "services"),
     ("app.db", 5, "storage"),
     ("app.media", 5, "storage"),
     ("app.engine", 4, "engine"),

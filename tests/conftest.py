@@ -7,7 +7,7 @@ from typing import Any
 import httpx
 import pytest
 
-from app.config import packaged_model_path
+from app.config_derived import packaged_model_path
 
 
 @pytest.fixture(scope="session")

@@ -5,15 +5,18 @@ vectors and token ids; the search indexes and retrieval read the chunks back. No
 calls takes a tenant: they run after the API (`DocumentStore`, app/db/document_store.py) has
 checked ownership, or for every tenant at once. Each method is one short transaction, like
 `Store`'s; it shares the Store's engine. Which worker ingests a document is `claims`' business
-(app/db/ingest_claims.py).
+(app/db/ingest_claims.py); how a finished document's chunks are numbered and written is
+app/db/chunk_writes.py's.
 """
 
 from __future__ import annotations
 
 import numpy as np
-from sqlalchemy import func, select, update
+from sqlalchemy import select, update
 
-from app.db.collection_version import bump_version, bump_version_of, version_of
+from app.db.chunk_writes import max_number, write_chunks
+from app.db.collection_version import bump_version_of, version_of
+from app.db.document_models import ChunkTokens, Collection, DocChunk, Document
 from app.db.document_records import (
     ChunkRecord,
     CollectionRecord,
@@ -24,31 +27,7 @@ from app.db.document_records import (
     document_record,
 )
 from app.db.ingest_claims import IngestClaims
-from app.db.models import ChunkTokens, Collection, DocChunk, Document
 from app.db.store import Store
-
-
-class NumbersTaken(Exception):
-    """Another worker stored chunks of the collection under the numbers this document was
-    given meanwhile; its chunks must be numbered (their headers tokenized) from `next` on."""
-
-    def __init__(self, next_number: int) -> None:
-        super().__init__(f"chunk numbers taken; the next free one is {next_number}")
-        self.next = next_number
-
-
-class BackendMismatch(Exception):
-    """The collection's vectors were made by another embedding backend than this one."""
-
-    def __init__(self, collection_id: str, have: str, want: str) -> None:
-        super().__init__(
-            f"collection {collection_id} holds vectors made by the embedding backend {have!r}; "
-            f"this server embeds with {want!r} (--embedding-backend): vectors of two backends "
-            f"are not mixed in one collection. Start the server with --embedding-backend "
-            f"{have}, use another collection, or embed this one again: python -m app docs "
-            f"reembed --collection {collection_id}"
-        )
-        self.collection_id, self.have, self.want = collection_id, have, want
 
 
 class ChunkStore:
@@ -128,65 +107,15 @@ class ChunkStore:
         BackendMismatch if the collection's vectors were made by another `backend` (the first
         document's backend becomes the collection's)."""
         with self._tx(write=True) as s:
-            found = s.scalar(select(Document.collection_id).where(Document.id == document_id))
-            if found is None:
-                return False
-            # The collection's row first (the order deletes lock in): this also serialises the
-            # workers finishing documents of one collection, so the numbers checked stay free.
-            bump_version(s, found)
-            if backend is not None:
-                collection = s.get(Collection, found)
-                if collection.embedding_backend is None:
-                    collection.embedding_backend = backend
-                elif collection.embedding_backend != backend:
-                    raise BackendMismatch(found, collection.embedding_backend, backend)
-            d = s.scalar(select(Document).where(Document.id == document_id).with_for_update())
-            if d is None or (worker is not None and d.claimed_by != worker):
-                return False
-            taken = s.scalar(self._max_number(found)) or 0
-            if first_number <= taken:
-                raise NumbersTaken(taken + 1)
-            number = first_number
-            rows = []
-            for c in chunks:
-                row = DocChunk(
-                    document_id=document_id,
-                    ordinal=c.ordinal,
-                    number=number + c.ordinal,
-                    text=c.text,
-                    char_start=c.char_start,
-                    char_end=c.char_end,
-                    page=c.page,
-                    embedding=np.asarray(c.embedding, dtype=np.float32).tobytes(),
-                )
-                rows.append(row)
-                s.add(row)
-            s.flush()
-            for row, ids in zip(rows, token_ids, strict=True):
-                s.add(ChunkTokens(chunk_id=row.id, model=model, token_ids=ids))
-            d.status, d.chunks_done, d.chunks_total, d.error = (
-                "ready",
-                len(chunks),
-                len(chunks),
-                None,
+            return write_chunks(
+                s, document_id, chunks, model, token_ids, first_number, worker, backend
             )
-            d.n_tokens = sum(len(t) for t in token_ids)
-            d.claimed_by, d.lease_until = None, None
-            return True
-
-    @staticmethod
-    def _max_number(collection_id: str):  # noqa: ANN205 (a SQLAlchemy select)
-        return (
-            select(func.max(DocChunk.number))
-            .join(Document, Document.id == DocChunk.document_id)
-            .where(Document.collection_id == collection_id)
-        )
 
     def next_number(self, collection_id: str) -> int:
         """The [n] a new document's first chunk gets: one past the collection's largest. Two
         workers may both be given it; `finish_document` tells the later one (NumbersTaken)."""
         with self._tx() as s:
-            return (s.scalar(self._max_number(collection_id)) or 0) + 1
+            return (s.scalar(max_number(collection_id)) or 0) + 1
 
     # --- retrieval ------------------------------------------------------------------------
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 from sqlalchemy import Update, select, update
 from sqlalchemy.orm import Session
 
-from app.db.models import Collection
+from app.db.document_models import Collection
 
 
 def bump_version_of(collection_id: str) -> Update:

@@ -15,7 +15,8 @@ from collections.abc import Iterable
 from sqlalchemy import select, text
 from sqlalchemy.orm import Session
 
-from app.db.models import DocumentDeletion, utcnow
+from app.db.document_models import DocumentDeletion
+from app.db.models import utcnow
 from app.db.store import Store
 
 

@@ -8,7 +8,7 @@ from typing import Any
 
 import numpy as np
 
-from app.db.models import Collection, DocChunk, Document
+from app.db.document_models import Collection, DocChunk, Document
 
 
 @dataclass(slots=True)

@@ -16,6 +16,7 @@ from sqlalchemy.exc import IntegrityError
 
 from app.db.collection_version import bump_version
 from app.db.deletion_log import lock_log, log_deletions
+from app.db.document_models import ChunkTokens, Collection, DocChunk, Document
 from app.db.document_records import (
     ChunkRecord,
     CollectionRecord,
@@ -24,7 +25,7 @@ from app.db.document_records import (
     collection_record,
     document_record,
 )
-from app.db.models import ChunkTokens, Collection, DocChunk, Document, utcnow
+from app.db.models import utcnow
 from app.db.store import Store
 
 

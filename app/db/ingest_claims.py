@@ -18,7 +18,8 @@ from datetime import timedelta
 
 from sqlalchemy import or_, select, update
 
-from app.db.models import Document, utcnow
+from app.db.document_models import Document
+from app.db.models import utcnow
 from app.db.store import Store
 
 UNFINISHED = ("queued", "processing")

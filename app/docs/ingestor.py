@@ -35,7 +35,8 @@ from collections.abc import Callable
 
 import numpy as np
 
-from app.db.chunk_store import ChunkStore, NumbersTaken
+from app.db.chunk_store import ChunkStore
+from app.db.chunk_writes import NumbersTaken
 from app.db.document_records import CollectionRecord, NewChunk
 from app.docs.ingest_lease import LeaseKeeper
 from app.docs.library import DocLibrary

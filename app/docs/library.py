@@ -27,7 +27,8 @@ from pathlib import Path
 
 import numpy as np
 
-from app.db.chunk_store import BackendMismatch, ChunkStore
+from app.db.chunk_store import ChunkStore
+from app.db.chunk_writes import BackendMismatch
 from app.engine.request import RequestError
 from rag.bm25 import Bm25Index
 from rag.embedder import DEFAULT_BACKEND, load_embedder

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from app.config import packaged_model_path
+from app.config_derived import packaged_model_path
 from bench import draft_cost
 
 

@@ -10,10 +10,12 @@ import numpy as np
 import pytest
 from sqlalchemy import update
 
-from app.db.chunk_store import ChunkStore, NumbersTaken
+from app.db.chunk_store import ChunkStore
+from app.db.chunk_writes import NumbersTaken
+from app.db.document_models import Document
 from app.db.document_records import NewChunk
 from app.db.document_store import DocumentStore
-from app.db.models import Document, utcnow
+from app.db.models import utcnow
 from app.db.store import Store
 
 LEASE = 60.0  # never runs out during a test: expiry is set explicitly (`expire`)

@@ -16,9 +16,10 @@ import pytest
 from sqlalchemy import update
 
 from app.db.chunk_store import ChunkStore
+from app.db.document_models import Document
 from app.db.document_records import CollectionRecord
 from app.db.document_store import DocumentStore
-from app.db.models import Document, utcnow
+from app.db.models import utcnow
 from app.db.store import Store
 from app.docs.ingestor import EMBED_BATCH, Ingestor, ingest_document
 from app.engine.background_pacer import BackgroundPacer

@@ -8,7 +8,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from app.db.chunk_store import BackendMismatch, ChunkStore
+from app.db.chunk_store import ChunkStore
+from app.db.chunk_writes import BackendMismatch
 from app.db.document_records import NewChunk
 from app.db.document_store import DocumentStore
 from app.db.store import Store
