@@ -17,10 +17,13 @@ a draft token is accepted (a moving estimate per request, `DraftState.acceptance
 draft token costs in generated tokens' worth (`DraftCost`, from the engine's own decodes). The
 i-th token of a draft is accepted with chance p^i and costs the ratio c whether accepted or not,
 so a draft is as long as p^i > c holds, and none where p <= c: on a CPU, where a draft token
-costs about half a step, only a request that copies well drafts, and with several busy slots
-(a token is worth less of a step) even less. A request that stopped drafting drifts back
-towards the prior, so it tries again now and then. The drafts of one step share one budget
-(`n_max`).
+costs half a step or more, only a request that copies well drafts, and with several busy slots
+(a token is worth less of a step) even less. The estimate is kept apart by the draft's evidence:
+a match that agrees with the context's end over `LONG_MATCH` tokens (a passage being quoted,
+the reply's own loop) is accepted far more often than a 3-token one, so a request whose short
+matches stopped paying still drafts its long ones. An estimate that stopped a draft drifts back
+towards its prior, so the request tries again now and then. The drafts of one step share one
+budget (`n_max`).
 """
 
 from __future__ import annotations
@@ -28,7 +31,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from app.engine.draft_cost import DraftCost
-from app.engine.draft_state import PRIOR_ACCEPTANCE, DraftState
+from app.engine.draft_state import LONG, LONG_MATCH, SHORT, DraftState
 from app.engine.ngram_index import NgramIndex
 from app.engine.reply_memory import ReplyMemory
 
@@ -38,7 +41,6 @@ if TYPE_CHECKING:
 SPEC_TYPES = ("none", "ngram-simple", "ngram-docs")
 LEARN = 0.15  # weight of each verified draft token in a request's acceptance estimate
 AGREEMENT = 16  # how far back a match's agreement with the context is counted
-RECOVER = 0.02  # a step without a draft moves the estimate this share back to the prior
 
 
 class Speculator:
@@ -80,18 +82,22 @@ class Speculator:
         state = task.draft_state
         if state is None:
             state = task.draft_state = self._start(task)
-        n = min(room, worth_drafting(state.acceptance, ratio))
-        if n < max(self.n_min, 1):
-            state.acceptance += RECOVER * (PRIOR_ACCEPTANCE - state.acceptance)
-            return []
         generated = task.generated
         state.context.extend(generated[state.n_synced :])
         state.n_synced = len(generated)
-        draft = self._best_match(state, n)
-        return draft if len(draft) >= max(self.n_min, 1) else []
+        draft, agreement = self._best_match(state, room)
+        if not draft:
+            return []
+        evidence = LONG if agreement >= LONG_MATCH else SHORT
+        n = worth_drafting(state.acceptance[evidence], ratio, len(draft))
+        if n < max(self.n_min, 1):
+            state.recover(evidence)
+            return []
+        state.last = evidence
+        return draft[:n]
 
     @staticmethod
-    def _best_match(state: DraftState, n: int) -> list[int]:
+    def _best_match(state: DraftState, n: int) -> tuple[list[int], int]:
         """The draft whose source agrees longest with the end of the request's context: its
         own context (prompt and reply so far), or a past reply on its documents (which wins a
         tie: an answer to a question on the same documents, where the prompt's match is often
@@ -102,7 +108,7 @@ class Speculator:
             draft, length = reply.match(history, n, AGREEMENT)
             if draft and length >= best_length:
                 best, best_length = draft, length
-        return best
+        return best, best_length
 
     def _start(self, task: Task) -> DraftState:
         request = task.request
@@ -118,12 +124,12 @@ class Speculator:
         state = task.draft_state
         if state is None or drafted == 0:
             return
-        p = state.acceptance
+        p = state.acceptance[state.last]
         for _ in range(accepted):
             p += LEARN * (1.0 - p)
         if accepted < drafted:
             p -= LEARN * p
-        state.acceptance = p
+        state.acceptance[state.last] = p
 
     def finished(self, task: Task) -> None:
         """A request ended: its reply joins the memory of its documents."""

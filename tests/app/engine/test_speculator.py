@@ -128,3 +128,27 @@ def test_the_source_that_agrees_longest_drafts_and_an_earlier_reply_wins_a_tie()
     spec.finished(task_of([5], [3, 60, 61, 62, 50, 51, 52], docs))  # 3 agree
     (draft,) = spec.drafts([(task_of(prompt, answer[:3], docs), 99)])
     assert draft[:5] == [99, 98, 97, 7, 8]
+
+
+def test_a_long_match_drafts_where_short_ones_do_not_pay():
+    # A draft token costs 0.8 of a step: more than a 3-token match's prior chance (0.75).
+    spec = speculator(cost=DraftCost(fixed=0.8))
+    (short,) = spec.drafts([(task_of(QUOTE, QUOTE[:3]), 99)])
+    assert short == []
+    # The reply so far repeats the prompt's first 14 tokens: the match agrees over all 14.
+    (long,) = spec.drafts([(task_of(QUOTE, QUOTE[:14]), 99)])
+    assert long and long == QUOTE[14 : 14 + len(long)]
+
+
+def test_each_kind_of_evidence_learns_its_own_acceptance():
+    spec = speculator(cost=DraftCost(fixed=0.5))
+    # The context ends 7, Q0, Q1, Q2: the prompt's Q0, Q1, Q2 agrees with it over 3 tokens.
+    task = task_of([*QUOTE, 7, *QUOTE[:3]], [])
+    (short,) = spec.drafts([(task, 99)])
+    assert short and task.draft_state is not None
+    for _ in range(20):
+        spec.observe(task, len(short), 0)  # every short draft rejected
+    assert spec.drafts([(task, 99)]) == [[]]
+    task.generated = QUOTE[3:12]  # now the context repeats QUOTE[:12] after the 7
+    (long,) = spec.drafts([(task, 99)])
+    assert long == QUOTE[12 : 12 + len(long)] and len(long) >= 4
