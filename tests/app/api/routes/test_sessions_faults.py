@@ -182,10 +182,12 @@ def test_a_full_queue_answers_503_with_retry_after(tmp_path: Path):
 
 def test_a_request_over_the_time_limit_gets_504_and_is_recorded(tmp_path: Path):
     with fresh_database_url("sqlite", tmp_path) as url:
-        srv = start(tmp_path, url, "--timeout", "3")
+        # The limit leaves a short turn room to finish on a loaded machine; the long one could
+        # not finish within it on a machine many times faster than this one.
+        srv = start(tmp_path, url, "--timeout", "6", "-c", "4096")
         try:
             sid = session(srv)
-            r = say(srv, sid, "Write a long story.", **{**SLOW, "max_tokens": 1900})
+            r = say(srv, sid, "Write a long story.", **{**SLOW, "max_tokens": 4000})
             assert r.status_code == 504
             assert r.json()["error"]["code"] == "timeout"
             stored = messages(srv, sid)
