@@ -22,13 +22,16 @@ SCAN = 32  # occurrences of an n-gram compared with the history, latest first (b
 
 
 class NgramIndex:
-    def __init__(self, n: int, tokens: Iterable[int] = ()) -> None:
+    def __init__(self, n: int, tokens: Iterable[int] = (), lead: int = 0) -> None:
+        """`lead`: the first tokens are context only (what came before a reply): they count
+        towards a match's agreement but are never drafted, so only n-grams ending at or after
+        `lead` are indexed."""
         if n < 1:
             raise ValueError("n-gram size must be at least 1")
         self.n = n
         self.tokens: list[int] = []
         self._ends: dict[tuple[int, ...], list[int]] = {}
-        self._indexed = 0  # n-grams ending at or before this index are in `_ends`
+        self._indexed = max(lead - 1, 0)  # n-grams ending at or before this index are in `_ends`
         self.extend(tokens)
 
     def __len__(self) -> int:

@@ -2,7 +2,9 @@
 
 Answers on the same documents copy the same passages (names, figures, sentences), so a reply
 given earlier on a document is a good guess at what a new answer on it will write, even when
-the new prompt retrieved other chunks. Keyed by tenant salt and document id: one tenant's
+the new prompt retrieved other chunks; and the same question asked again (the end of the
+prompt is kept before each reply, as context) agrees with its earlier answer from the first
+token, a long match from the start. Keyed by tenant salt and document id: one tenant's
 replies never draft another's (an accepted draft would be a timing signal). Bounded: the
 newest `per_document` replies per document, the `max_documents` most recently used documents.
 Engine thread only.
@@ -11,6 +13,7 @@ Engine thread only.
 from __future__ import annotations
 
 from collections import OrderedDict, deque
+from collections.abc import Sequence
 
 from app.engine.ngram_index import NgramIndex
 
@@ -25,11 +28,15 @@ class ReplyMemory:
         # (salt, document) -> (documents of the reply, its index), oldest first
         self._replies: OrderedDict[tuple[str, str], deque[Reply]] = OrderedDict()
 
-    def add(self, salt: str, documents: frozenset[str], reply: list[int]) -> None:
-        """Remember a finished reply on these documents (too short to draft from: ignored)."""
+    def add(
+        self, salt: str, documents: frozenset[str], reply: list[int], lead: Sequence[int] = ()
+    ) -> None:
+        """Remember a finished reply on these documents (too short to draft from: ignored).
+        `lead`: the end of its prompt (the question), kept before it as context only, so that the
+        same question asked again agrees with it from the answer's first token."""
         if self.per_document <= 0 or len(reply) <= self.n or not documents:
             return
-        index = NgramIndex(self.n, reply)
+        index = NgramIndex(self.n, [*lead, *reply], lead=len(lead))
         index.seal()
         for doc in sorted(documents):
             key = (salt, doc)

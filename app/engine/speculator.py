@@ -8,9 +8,10 @@ its position, with the sampler's state advanced token by token as without specul
 
 Sources: the request's own context (its prompt, with the documents and the conversation, and
 the reply so far; llama-server's `ngram-simple`) and, with `ngram-docs`, the replies given
-earlier on the same documents (`ReplyMemory`). The source whose match agrees longest with the
-end of the context drafts: a question asked again finds its earlier answer there, which a
-3-token match in the prompt would otherwise win.
+earlier on the same documents (`ReplyMemory`, each after the end of its prompt). The source
+whose match agrees longest with the end of the context drafts: a question asked again finds its
+earlier answer there, from the answer's first token on (its question agrees), which a 3-token
+match in the prompt would otherwise win.
 
 Draft length is chosen per slot (per request on it) from two measured figures: the chance that
 a draft token is accepted (a moving estimate per request, `DraftState.acceptance`) and what a
@@ -134,7 +135,9 @@ class Speculator:
     def finished(self, task: Task) -> None:
         """A request ended: its reply joins the memory of its documents."""
         if self.replies is not None and task.request.documents and not task.request.background:
-            self.replies.add(task.request.cache_salt, task.request.documents, task.generated)
+            request = task.request
+            lead = request.prompt.tokens[-AGREEMENT:]
+            self.replies.add(request.cache_salt, request.documents, task.generated, lead)
 
     def forget(self, document_ids: set[str]) -> None:
         if self.replies is not None:

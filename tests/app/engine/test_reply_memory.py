@@ -40,3 +40,12 @@ def test_short_replies_and_no_documents_are_ignored():
     memory.add("t", frozenset({"d1"}), [1, 2])
     memory.add("t", frozenset(), REPLY)
     assert memory.replies("t", frozenset({"d1"})) == []
+
+
+def test_the_end_of_the_prompt_is_context_for_a_match_and_never_drafted():
+    memory = ReplyMemory(2)
+    memory.add("t", frozenset({"d1"}), [5, 6, 7, 8], lead=[1, 2, 3])
+    (reply,) = memory.replies("t", frozenset({"d1"}))
+    assert reply.match([1, 2, 3], 4, 16) == ([5, 6, 7, 8], 3)  # agrees over the whole lead
+    assert reply.match([9, 2, 3], 4, 16) == ([5, 6, 7, 8], 2)
+    assert reply.match([0, 1, 2], 4, 16) == ([], 0)  # inside the lead: nothing to draft

@@ -152,3 +152,16 @@ def test_each_kind_of_evidence_learns_its_own_acceptance():
     task.generated = QUOTE[3:12]  # now the context repeats QUOTE[:12] after the 7
     (long,) = spec.drafts([(task, 99)])
     assert long == QUOTE[12 : 12 + len(long)] and len(long) >= 4
+
+
+def test_a_question_asked_again_drafts_its_earlier_answer_from_the_first_token():
+    # A draft token costs 0.8 of a step: only a long match drafts.
+    docs = frozenset({"d1"})
+    question = list(range(200, 220))
+    answer = list(range(300, 316))
+    spec = speculator("ngram-docs", cost=DraftCost(fixed=0.8))
+    spec.finished(task_of(question, answer, docs))
+    (draft,) = spec.drafts([(task_of(question, answer[:1], docs), 99)])
+    assert draft and draft == answer[1 : 1 + len(draft)]
+    (other,) = spec.drafts([(task_of([1, *question[-3:]], answer[:1], docs), 99)])
+    assert other == []  # another question that ends alike: a short match, not worth it
