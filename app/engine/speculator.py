@@ -17,14 +17,15 @@ Draft length is chosen per slot (per request on it) from two measured figures: t
 a draft token is accepted (a moving estimate per request, `DraftState.acceptance`) and what a
 draft token costs in generated tokens' worth (`DraftCost`, from the engine's own decodes). The
 i-th token of a draft is accepted with chance p^i and costs the ratio c whether accepted or not,
-so a draft is as long as p^i > c holds, and none where p <= c: on a CPU, where a draft token
-costs half a step or more, only a request that copies well drafts, and with several busy slots
-(a token is worth less of a step) even less. The estimate is kept apart by the draft's evidence:
-a match that agrees with the context's end over `LONG_MATCH` tokens (a passage being quoted,
-the reply's own loop) is accepted far more often than a 3-token one, so a request whose short
-matches stopped paying still drafts its long ones. An estimate that stopped a draft drifts back
-towards its prior, so the request tries again now and then. The drafts of one step share one
-budget (`n_max`).
+so a draft is as long as p^i > c + `MARGIN` holds (each token expected to gain a tenth of a
+step at least: both figures are estimates), and none where p <= c + `MARGIN`: on a CPU, where a
+draft token costs half a step or more, only a request that copies well drafts, and with several
+busy slots (a token is worth less of a step) even less, or none. The estimate is kept apart
+by the draft's evidence: a match that agrees with the context's end over `LONG_MATCH` tokens (a
+passage being quoted, the reply's own loop) is accepted far more often than a 3-token one, so a
+request whose short matches stopped paying still drafts its long ones. An estimate that stopped
+a draft drifts back towards its prior, so the request tries again now and then. The drafts of
+one step share one budget (`n_max`).
 """
 
 from __future__ import annotations
@@ -42,6 +43,10 @@ if TYPE_CHECKING:
 SPEC_TYPES = ("none", "ngram-simple", "ngram-docs")
 LEARN = 0.15  # weight of each verified draft token in a request's acceptance estimate
 AGREEMENT = 16  # how far back a match's agreement with the context is counted
+# A draft token must be expected to save this much of a step more than it costs: the estimates
+# of its chance and of its cost both err, and where the two are close (a busy batch, where a
+# draft token costs nearly what it saves) the error decides and the draft loses.
+MARGIN = 0.1
 
 
 class Speculator:
@@ -149,8 +154,9 @@ class Speculator:
 
 
 def worth_drafting(p: float, c: float, most: int = 64) -> int:
-    """The longest draft whose every token is worth its cost: the largest i with p^i > c."""
+    """The longest draft whose every token is worth its cost with the margin: the largest i
+    with p^i > c + MARGIN."""
     n, chance = 0, p
-    while n < most and chance > c:
+    while n < most and chance > c + MARGIN:
         n, chance = n + 1, chance * p
     return n

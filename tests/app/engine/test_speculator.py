@@ -32,21 +32,24 @@ def speculator(spec_type: str = "ngram-simple", n_max: int = 16, cost: DraftCost
 
 
 def test_a_draft_is_as_long_as_each_token_pays():
-    assert worth_drafting(0.9, 0.5) == 6  # 0.9^6 = 0.53 > 0.5 >= 0.9^7
+    assert worth_drafting(0.9, 0.5) == 4  # 0.9^4 = 0.66 > 0.5 + 0.1 (the margin) >= 0.9^5
     assert worth_drafting(0.5, 0.5) == 0
     assert worth_drafting(0.99, 0.1, most=16) == 16
+    # A busy batch, where a draft token costs nearly what it saves: a long match at its prior
+    # chance drafts nothing (without the margin, 2 tokens whose gain the estimates' error eats).
+    assert worth_drafting(0.95, 0.87) == 0
 
 
 def test_drafts_a_quote_of_the_prompt():
     task = task_of([1, 2, *QUOTE], QUOTE[:3])
     (draft,) = speculator().drafts([(task, 99)])
-    assert draft == QUOTE[3 : 3 + len(draft)] and len(draft) >= 8
+    assert draft == QUOTE[3 : 3 + len(draft)] and len(draft) >= 5
 
 
 def test_the_step_budget_is_shared_and_room_is_kept():
     a, b = task_of(QUOTE, QUOTE[:3]), task_of(QUOTE, QUOTE[:3])
-    first, second = speculator(n_max=12).drafts([(a, 99), (b, 99)])
-    assert len(first) + len(second) == 12
+    first, second = speculator(n_max=8).drafts([(a, 99), (b, 99)])
+    assert len(first) + len(second) == 8
     (short,) = speculator().drafts([(task_of(QUOTE, QUOTE[:3]), 3)])
     assert len(short) == 3
 
@@ -92,7 +95,7 @@ def test_each_batch_size_has_its_own_cost_and_an_untimed_one_drafts_nothing():
 
 
 def test_a_busy_batch_drafts_shorter_than_a_lone_slot():
-    cost = DraftCost(tau={1: 0.009, 4: 0.006}, m=0.004)  # ratios 0.44 and 0.67
+    cost = DraftCost(tau={1: 0.009, 4: 0.006}, m=0.003)  # ratios 0.33 and 0.5
     spec = speculator(cost=cost)
     (alone,) = spec.drafts([(task_of(QUOTE, QUOTE[:3]), 99)])
     busy = spec.drafts([(task_of(QUOTE, QUOTE[:3]), 99) for _ in range(4)])
