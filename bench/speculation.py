@@ -21,7 +21,7 @@ measured). Rows (decode speed = (reply tokens - 1) / (end - first token)):
   (bench.doc_qa's prompt);
 - free text: a story, nothing to copy;
 - 4 busy slots: four quoting requests at once, aggregate tokens per second over the wall time
-  (three bursts a round, each server first in one).
+  (six bursts a round, each server first in two).
 Targets: quoting and document answers (as each server is used) >= 1.1x llama-server with
 speculation; free text >= 0.97x ours without speculation; 4 slots not below ours without it.
 """
@@ -53,9 +53,11 @@ OURS = ("ours", "ours-no-spec")
 # Ours prefill a chat's next turn when idle: off here, where an idle server's background work
 # would run while another is measured (it makes no token of a reply faster).
 QUIET = ("--idle-prefill-delay", "-1")
-# Samples of the 4-busy-slots row per server and round, one per server order (each server
-# first once): a sample is one burst of a few seconds, and the row is a mean of them.
-BUSY_SAMPLES = len(SERVERS)
+# Samples of the 4-busy-slots row per server and round, two per server order (each server
+# first twice): a sample is one burst of a few seconds, and the row is a mean of them. A burst
+# moves by 10% or more with the machine's speed, and the two servers of the row's target make
+# about the same steps there (drafts seldom pay in a busy batch), so the row needs many.
+BUSY_SAMPLES = 2 * len(SERVERS)
 
 
 def make(name: str, model: str) -> peers.Peer:
