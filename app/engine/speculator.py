@@ -139,8 +139,8 @@ class Speculator:
 
     def finished(self, task: Task) -> None:
         """A request ended: its reply joins the memory of its documents."""
-        if self.replies is not None and task.request.documents and not task.request.background:
-            request = task.request
+        request = task.request
+        if self.replies is not None and request.documents and not request.background:
             lead = request.prompt.tokens[-AGREEMENT:]
             self.replies.add(request.cache_salt, request.documents, task.generated, lead)
 
