@@ -281,9 +281,10 @@ class Settings(DerivedSettings, BaseSettings):
     """seconds a replica's claim on a document it ingests lasts unless renewed; after that
     another replica takes the document over"""
     blend_sink_tokens: int = setting(
-        16, "--blend-sink-tokens", group=DOCUMENTS, engine=True, ge=0, le=1024
+        -1, "--blend-sink-tokens", group=DOCUMENTS, engine=True, ge=-1, le=1024
     )
-    """tokens recomputed at the start of each chunk placed by blend (attention-sink repair)"""
+    """tokens recomputed at the start of each chunk placed by blend (attention-sink repair); -1:
+    the model's measured default (4 for SmolLM2 135M, else 16; docs/blend.md)"""
 
     data_dir: str = setting("data", "--data-dir", group=STORAGE)
     """SQLite database (kvchat.db), media, indexes and slot files"""

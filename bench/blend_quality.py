@@ -1,7 +1,7 @@
 """Blend quality: chunk KV placed at any position (app/engine/chunk_blend.py) against full prefill
 of the identical prompt, for the document-QA bench's questions (bench/doc_qa_workload.py).
 
-    python -m bench.blend_quality [--questions 12] [--k 0,8,16,32] [--models smollm2,gemma3]
+    python -m bench.blend_quality [--questions 12] [--k 0,4,8,16,32] [--models smollm2,gemma3]
 
 Each question gets the top 4 chunks of its topic (paragraphs of the generated documents about
 it, drawn with a fixed seed, laid out in canonical order after the document head, as /ask does).
@@ -12,7 +12,9 @@ Per model and k (tokens recomputed at the start of each placed chunk):
 - exact: share of questions whose greedy answer is the same (every step agrees).
 A check of the measure itself: k larger than any chunk recomputes everything (KL 0, 100%).
 Every chunk's KV is computed once on its own (after the head) and reused for every k. The table
-goes to stdout, bench/results/blend-quality.md and docs/blend.md's table (between its markers).
+goes to stdout; for the packaged models together (the default) also to bench/results/
+blend-quality.md and docs/blend.md's table (between its markers). `--models` also takes a GGUF
+path: what k a model of one's own needs (app/engine/sink_default.py).
 """
 
 from __future__ import annotations
@@ -137,7 +139,7 @@ def blended(
 
 
 def measure(name: str, ks: list[int], n: int, threads: int) -> list[dict]:
-    path = MODELS[name]()
+    path = MODELS[name]() if name in MODELS else name  # a packaged model, or a GGUF's path
     config = EngineConfig(
         model_path=path,
         n_ctx=4096,
@@ -169,7 +171,7 @@ def measure(name: str, ks: list[int], n: int, threads: int) -> list[dict]:
             exact.append(all(hits))
         rows.append(
             {
-                "model": name,
+                "model": name if name in MODELS else Path(name).stem,
                 "k": k,
                 "kl": float(np.mean(kl)),
                 "top1": float(np.mean(agree)),
@@ -200,16 +202,19 @@ def table(rows: list[dict]) -> str:
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__)
     p.add_argument("--questions", type=int, default=12)
-    p.add_argument("--k", default="0,8,16,32")
-    p.add_argument("--models", default="smollm2,gemma3")
+    p.add_argument("--k", default="0,4,8,16,32")
+    p.add_argument("--models", default="smollm2,gemma3", help="packaged names or GGUF paths")
     p.add_argument("--threads", type=int, default=1, help="llama.cpp threads (shared cores: 1)")
     args = p.parse_args()
     ks = [int(k) for k in args.k.split(",")]
+    names = args.models.split(",")
     rows = []
-    for name in args.models.split(","):
+    for name in names:
         rows += measure(name, ks, args.questions, args.threads)
     text = table(rows)
     print(text)
+    if set(names) != set(MODELS):
+        return  # another model, or a part of the table: printed, not filed as the table
     out = ROOT / "bench" / "results" / "blend-quality.md"
     out.write_text("# Blend quality (python -m bench.blend_quality)\n\n" + text)
     doc = ROOT / "docs" / "blend.md"

@@ -193,7 +193,8 @@ def run_llama_server(peer: peers.Peer, sets: list[tuple[str, list]]) -> dict:
 
 
 def run(model: str, quick: bool, servers: list[str], blend_k: tuple[int, ...] = ()) -> dict:
-    """`blend_k`: more blend rows, each with its own --blend-sink-tokens (the default is 16)."""
+    """`blend_k`: more blend rows, each with its own --blend-sink-tokens (the default row takes
+    the model's measured k, app/engine/sink_default.py)."""
     plan = QUICK if quick else FULL
     report: dict = {"plan": plan.__dict__, "rows": {}, "failed": {}}
     ours, sets = run_ours(peers.make("ours", model, None), plan)

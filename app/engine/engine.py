@@ -220,7 +220,14 @@ class Engine:
 
     def model_info(self) -> ModelInfo:
         m = self.model
-        return ModelInfo(m.n_ctx, m.n_ctx_train, m.n_vocab, m.n_seq_max, self.n_ctx_request)
+        return ModelInfo(
+            m.n_ctx,
+            m.n_ctx_train,
+            m.n_vocab,
+            m.n_seq_max,
+            self.n_ctx_request,
+            self.blend.sink_tokens,
+        )
 
     async def cache_stats(self) -> CacheStats:
         vision = self.vision

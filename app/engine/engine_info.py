@@ -17,6 +17,7 @@ class ModelInfo:
     n_vocab: int
     n_slots: int
     n_ctx_request: int  # KV cells one request may use, prompt and reply
+    blend_sink_tokens: int  # k: tokens blend recomputes at the start of each placed chunk
 
 
 @dataclass(slots=True)

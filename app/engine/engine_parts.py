@@ -30,6 +30,7 @@ from app.engine.prefix_reuse import PrefixReuse
 from app.engine.quiet_gate import QuietGate
 from app.engine.reply_memory import ReplyMemory
 from app.engine.scheduler import Scheduler
+from app.engine.sink_default import sink_tokens
 from app.engine.slot_files import SlotFiles
 from app.engine.speculator import Speculator
 from app.engine.stepper import Stepper
@@ -79,7 +80,8 @@ def build_parts(
         prefill_tail=lambda slot: slot.prefill_tail(model, batch),
     )
     chunks = ChunkKv(host, disk, model_fingerprint(config.model_path))
-    blend = ChunkBlend(model, chunks, config.blend_sink_tokens, forgotten=reuse.forgotten)
+    k = sink_tokens(config.blend_sink_tokens, model)
+    blend = ChunkBlend(model, chunks, k, forgotten=reuse.forgotten)
     vision = (
         Vision(model, config.mmproj_path, config.n_threads, config.encoder_cache_bytes)
         if config.mmproj_path

@@ -115,6 +115,8 @@ async def props(services: ServicesDep):
             "n_ctx": info.n_ctx_request,
         },
         "total_slots": info.n_slots,
+        # Document requests' KV reuse: the server's default, and blend's k for this model.
+        "kv_reuse": {"default": settings.kv_reuse, "blend_sink_tokens": info.blend_sink_tokens},
         "model_alias": services.model_name,
         "model_path": settings.model_path(),
         "modalities": {"vision": services.engine.vision is not None, "audio": False},

@@ -21,7 +21,7 @@ from tests.app.api.routes.test_documents import (
 )
 from tests.server import ServerProcess
 
-K = 8
+K = 6  # not the packaged model's default k (4), so the flag is seen to win
 MODES = (None, "prefix", "blend")
 
 
@@ -216,3 +216,8 @@ def test_a_collection_with_an_unknown_kv_reuse_is_refused(server):
     r = call(server, "POST", "/v1/collections", json={"name": "bad", "kv_reuse": "always"})
     assert r.status_code == 400, r.text
     assert r.json()["error"]["param"] == "kv_reuse"
+
+
+def test_props_show_the_k_the_flag_set(server):
+    props = call(server, "GET", "/props").json()
+    assert props["kv_reuse"] == {"default": "prefix", "blend_sink_tokens": K}

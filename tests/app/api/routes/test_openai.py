@@ -656,5 +656,7 @@ def test_props_describe_the_server_as_llama_server_does(server: ServerProcess):
     assert props["eos_token"] == "<|im_end|>"
     assert props["modalities"]["vision"] is False
     assert props["endpoint_slots"] is True and props["endpoint_metrics"] is True
+    # No --blend-sink-tokens: the packaged SmolLM2's measured k (app/engine/sink_default.py).
+    assert props["kv_reuse"] == {"default": "prefix", "blend_sink_tokens": 4}
     changed = httpx.post(server.base_url + "/props", json={})
     assert changed.status_code == 405  # settings do not change at run time
