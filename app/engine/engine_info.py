@@ -10,7 +10,8 @@ from app.engine.prefix_reuse import ReuseStats
 
 @dataclass(slots=True)
 class ModelInfo:
-    """The loaded model and how the engine shares its context (`GET /v1/models`' meta)."""
+    """The loaded model, how the engine shares its context (`GET /v1/models`' meta) and the k
+    blend uses on it (`GET /props`)."""
 
     n_ctx: int  # KV cells, all slots together
     n_ctx_train: int

@@ -141,7 +141,8 @@ class Speculator:
         """A request ended: its reply joins the memory of its documents."""
         request = task.request
         if self.replies is not None and request.documents and not request.background:
-            lead = request.prompt.tokens[-AGREEMENT:]
+            prompt = request.prompt  # its last AGREEMENT tokens, not a copy of it all
+            lead = [prompt[i] for i in range(max(len(prompt) - AGREEMENT, 0), len(prompt))]
             self.replies.add(request.cache_salt, request.documents, task.generated, lead)
 
     def forget(self, document_ids: set[str]) -> None:
