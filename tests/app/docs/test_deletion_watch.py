@@ -33,7 +33,7 @@ def test_each_deleted_document_is_forgotten_once_in_log_order(tmp_path: Path):
     async def run() -> None:
         a, b, c = add("a"), add("b"), add("c")
         docs.delete_document("", a)  # before the replica started: still forgotten
-        watch = DeletionWatch(DeletionLog(store), forget)
+        watch = DeletionWatch(DeletionLog(store), forget, "replica-1", 3600.0)
         assert await watch.check()
         assert forgotten == [{a}]
         assert not await watch.check()  # nothing new: nothing forgotten again
