@@ -69,9 +69,7 @@ class Settings(DerivedSettings, BaseSettings):
     """serve GET /slots and the slot actions"""
     # Replicas on one database (app/api/idempotent_writes.py): a write sent with an
     # Idempotency-Key is kept this long, so a retry of it replays its response.
-    idempotency_retention: float = setting(
-        86400.0, "--idempotency-retention", group=SERVER, gt=0.0
-    )
+    idempotency_retention: float = setting(86400.0, "--idempotency-retention", group=SERVER, gt=0.0)
     """seconds an `Idempotency-Key` and the response it got are kept for retries"""
     idempotency_lease: float = setting(10.0, "--idempotency-lease", group=SERVER, gt=0.0)
     """seconds a replica's hold on a keyed write lasts unless renewed (every third of it); a

@@ -6,13 +6,13 @@ the key runs; its response, once it succeeded, is kept (app/db/idempotency_keys.
 with the same key and body gets that response again (`Idempotent-Replayed: true`) without
 anything stored again. The key is the tenant's, per method and path.
 
-The replica running the request holds a lease on its key and renews it. A retry that arrives
-while the key is held waits for the request to end (then replays it) or for its lease to run out
-(its replica died: the retry takes it over); if it is still held after a lease and a third
-(every third, a live replica renews it), it is running on a live replica: 409. A taken-over request sees what the first try noted before it stored
-anything (`ticket_of(request).stored`): a session turn whose user message is stored but never
-answered answers that message instead of storing it again. The same key with another body is
-refused (422, param "Idempotency-Key").
+The replica running the request holds a lease on its key and renews it every third of it. A
+retry that arrives while the key is held waits for the request to end (then replays it) or for
+its lease to run out (its replica died: the retry takes it over); still held after a lease and
+a third, it is running on a live replica: 409. A taken-over request sees what the first try
+noted before it stored anything (`ticket_of(request).stored`): a session turn whose user
+message is stored but never answered answers that message instead of storing it again. The
+same key with another body is refused (422, param "Idempotency-Key").
 """
 
 from __future__ import annotations
@@ -31,8 +31,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from app.api.body_limit import BodyTooLarge
 from app.api.errors import error_response
 from app.config import Settings
-from app.db.idempotency_keys import Claim, IdempotencyKeys
-from app.db.idempotency_keys import Request as KeyedRequest
+from app.db.idempotency_keys import Claim, IdempotencyKeys, KeyedRequest
 
 log = logging.getLogger(__name__)
 
@@ -105,7 +104,8 @@ class IdempotentWrites:
         if claim.outcome == "replay":
             await _replay(claim, send)
             return
-        ticket = Ticket(keys, claim.record_id, self.holder, claim.stored, claim.outcome == "resumed")
+        resumed = claim.outcome == "resumed"
+        ticket = Ticket(keys, claim.record_id, self.holder, claim.stored, resumed)
         scope.setdefault("state", {})["idempotency"] = ticket
         await self._run(scope, _replayed_body(body, receive), send, ticket)
 
@@ -155,7 +155,9 @@ class IdempotentWrites:
             keys, rid, holder = ticket.keys, ticket.record_id, ticket.holder
             if ok:
                 body = b"".join(sent["body"])
-                await asyncio.to_thread(keys.finish, rid, holder, sent["status"], sent["type"], body)
+                await asyncio.to_thread(
+                    keys.finish, rid, holder, sent["status"], sent["type"], body
+                )
             else:
                 await asyncio.to_thread(keys.release, rid, holder)
 
@@ -233,5 +235,6 @@ async def _replay(claim: Claim, send: Send) -> None:
         (b"content-length", str(len(body)).encode()),
         (b"idempotent-replayed", b"true"),
     ]
-    await send({"type": "http.response.start", "status": claim.status_code or 200, "headers": headers})
+    status = claim.status_code or 200
+    await send({"type": "http.response.start", "status": status, "headers": headers})
     await send({"type": "http.response.body", "body": body})

@@ -41,7 +41,7 @@ class Claim:
 
 
 @dataclass(slots=True)
-class Request:
+class KeyedRequest:
     tenant_id: str
     route: str  # "POST /v1/media"
     key: str
@@ -52,14 +52,18 @@ class IdempotencyKeys:
     def __init__(self, store: Store) -> None:
         self._tx = store._tx  # noqa: SLF001 (one engine, one transaction discipline)
 
-    def claim(self, request: Request, holder: str, lease_s: float, retention_s: float) -> Claim:
+    def claim(
+        self, request: KeyedRequest, holder: str, lease_s: float, retention_s: float
+    ) -> Claim:
         """Claim the request for `holder`, or say why not (see `Outcome`)."""
         try:
             return self._claim(request, holder, lease_s, retention_s)
         except IntegrityError:  # another replica inserted it first: read theirs
             return self._claim(request, holder, lease_s, retention_s)
 
-    def _claim(self, request: Request, holder: str, lease_s: float, retention_s: float) -> Claim:
+    def _claim(
+        self, request: KeyedRequest, holder: str, lease_s: float, retention_s: float
+    ) -> Claim:
         now = utcnow()
         lease = now + timedelta(seconds=lease_s)
         with self._tx(write=True) as s:
@@ -86,7 +90,8 @@ class IdempotencyKeys:
             if row.body_sha256 != request.body_sha256:
                 return Claim("mismatch", row.id, stored)
             if row.state == DONE:
-                return Claim("replay", row.id, stored, row.status_code, row.content_type, row.response)
+                sent = (row.status_code, row.content_type, row.response)
+                return Claim("replay", row.id, stored, *sent)
             if row.lease_until is not None and row.lease_until > now:
                 return Claim("busy", row.id, stored)
             row.holder, row.lease_until = holder, lease
@@ -127,8 +132,9 @@ class IdempotencyKeys:
     def prune(self, retention_s: float) -> int:
         """Delete the records older than the retention window; how many."""
         cutoff = utcnow() - timedelta(seconds=retention_s)
+        expired = delete(IdempotencyKey).where(IdempotencyKey.created_at < cutoff)
         with self._tx(write=True) as s:
-            return s.execute(delete(IdempotencyKey).where(IdempotencyKey.created_at < cutoff)).rowcount
+            return s.execute(expired).rowcount
 
     def _update(self, record_id: int, holder: str, **values: Any) -> bool:
         query = (
@@ -144,7 +150,7 @@ class IdempotencyKeys:
             return s.execute(query).rowcount == 1
 
 
-def _find(s: Session, request: Request) -> IdempotencyKey | None:
+def _find(s: Session, request: KeyedRequest) -> IdempotencyKey | None:
     query = select(IdempotencyKey).where(
         IdempotencyKey.tenant_id == request.tenant_id,
         IdempotencyKey.route == request.route,

@@ -9,7 +9,7 @@ from datetime import timedelta
 
 from sqlalchemy import update
 
-from app.db.idempotency_keys import IdempotencyKeys, Request
+from app.db.idempotency_keys import IdempotencyKeys, KeyedRequest
 from app.db.models import utcnow
 from app.db.replica_models import IdempotencyKey
 from app.db.store import Store
@@ -18,7 +18,7 @@ LEASE, DAY = 60.0, 86400.0  # the lease never runs out by itself during a test (
 
 
 def asked(key: str = "k1", body: str = "a" * 64, tenant: str = "", route: str = "POST /v1/x"):
-    return Request(tenant, route, key, body)
+    return KeyedRequest(tenant, route, key, body)
 
 
 def expire(store: Store, record_id: int, **changes: object) -> None:

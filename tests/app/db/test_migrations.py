@@ -33,6 +33,8 @@ TABLES = {
     "message_media",
     "media_bytes",
     "document_deletions",
+    "idempotency_keys",
+    "replica_progress",
 }
 
 
