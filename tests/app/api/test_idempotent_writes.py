@@ -139,7 +139,8 @@ def test_a_turn_whose_server_died_mid_reply_is_answered_once_by_the_retry(tmp_pa
     with the same key, on a new server on the same database, waits for the dead one's hold to
     run out and answers the stored message instead of storing it again."""
     args = ("-np", "1", "-c", "2048", "--data-dir", str(tmp_path), "--idempotency-lease", "2")
-    long_turn = {"content": "Count to a thousand.", "max_tokens": 400, "ignore_eos": True}
+    # Long enough to be killed mid-way; the second server stops the same request at 4 tokens.
+    long_turn = {"content": "Count to a thousand.", "max_tokens": 1500, "ignore_eos": True}
     with ServerProcess(*args) as first:
         sid = new_session(first)
         path = f"/v1/sessions/{sid}/messages"
@@ -160,13 +161,16 @@ def test_a_turn_whose_server_died_mid_reply_is_answered_once_by_the_retry(tmp_pa
         first.proc.wait()
         sender.join()
         assert cut, "the request was answered before the kill"
-    with ServerProcess(*args) as second:
+    with ServerProcess(*args, "--max-tokens-limit", "4") as second:
         # Another body under the key: refused, and nothing is stored.
         refusal(post(second, path, "long-1", json={**long_turn, "content": "Other."}), 422)
         r = post(second, path, "long-1", json=long_turn)
         assert r.status_code == 200, r.text
-        assert r.json()["usage"]["completion_tokens"] == long_turn["max_tokens"]
+        assert "idempotent-replayed" not in r.headers
         messages = stored(second, sid)
         assert [m["role"] for m in messages] == ["user", "assistant"]
         assert messages[0]["content"] == long_turn["content"]
         assert messages[1]["content"] == r.json()["choices"][0]["message"]["content"]
+        # Done now: the same request again is its response again.
+        again = post(second, path, "long-1", json=long_turn)
+        assert again.headers["idempotent-replayed"] == "true" and again.json() == r.json()

@@ -126,7 +126,7 @@ def test_a_turn_a_killed_replica_dropped_is_stored_once_after_nginx_sends_it_on(
     sid = new_session(cluster)
     first = turn(cluster, sid, "Name a color.")
     holder = replica_of(cluster, first)
-    long_turn = {"content": "Count to a thousand.", "max_tokens": 300, "ignore_eos": True}
+    long_turn = {"content": "Count to a thousand.", "max_tokens": 200, "ignore_eos": True}
     path = f"/v1/sessions/{sid}/messages"
     answered: list[httpx.Response] = []
     sender = threading.Thread(
