@@ -26,6 +26,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from fastapi import Request
+from sqlalchemy.exc import InterfaceError, OperationalError
+from sqlalchemy.exc import TimeoutError as PoolTimeout
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from app.api.body_limit import BodyTooLarge
@@ -43,6 +45,7 @@ KEYED = re.compile(
     r"|collections/[^/]+/documents|responses)/?$"
 )
 PRUNE_EVERY_S = 600.0
+DATABASE_DOWN = (OperationalError, InterfaceError, PoolTimeout)
 
 
 @dataclass(slots=True)
@@ -92,7 +95,14 @@ class IdempotentWrites:
         tenant = scope.get("state", {}).get("tenant_id", "")
         route = f"{scope['method']} {scope['path'].rstrip('/')}"
         asked = KeyedRequest(tenant, route, key, _body_hash(scope, body))
-        claim = await self._claim(keys, asked)
+        try:
+            claim = await self._claim(keys, asked)
+        except DATABASE_DOWN as e:  # as every route answers it: another replica may reach it
+            log.warning("database unavailable: %s", str(e).splitlines()[0] if str(e) else e)
+            message, headers = "the database is unavailable; try again", {"Retry-After": "1"}
+            refusal = error_response(message, 503, code="unavailable", headers=headers)
+            await refusal(scope, receive, send)
+            return
         if claim.outcome == "mismatch":
             message = f"{HEADER} {key!r} was already used with another request body; use a new key"
             await _refuse(scope, receive, send, 422, message)
@@ -152,14 +162,21 @@ class IdempotentWrites:
             ok = 200 <= sent["status"] < 300
         finally:
             renewing.cancel()
-            keys, rid, holder = ticket.keys, ticket.record_id, ticket.holder
-            if ok:
+            await self._settle(ticket, sent if ok else None)
+
+    async def _settle(self, ticket: Ticket, sent: dict[str, Any] | None) -> None:
+        """Keep the response of a success (`sent`), else let the key go to the next try. If the
+        database cannot be told, the lease runs out by itself (a retry then takes over)."""
+        keys, rid, holder = ticket.keys, ticket.record_id, ticket.holder
+        try:
+            if sent is not None:
                 body = b"".join(sent["body"])
-                await asyncio.to_thread(
-                    keys.finish, rid, holder, sent["status"], sent["type"], body
-                )
+                status, ctype = sent["status"], sent["type"]
+                await asyncio.to_thread(keys.finish, rid, holder, status, ctype, body)
             else:
                 await asyncio.to_thread(keys.release, rid, holder)
+        except DATABASE_DOWN:
+            log.exception("could not record the end of a request with an idempotency key")
 
     async def _renew(self, ticket: Ticket) -> None:
         # A third of the lease: two renewals may fail (a database hiccup) before it runs out.
