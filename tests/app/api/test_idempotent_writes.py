@@ -103,6 +103,19 @@ def test_creating_a_session_twice_with_one_key_creates_one(server: ServerProcess
     assert len(httpx.get(server.base_url + "/v1/sessions").json()["data"]) == before + 1
 
 
+def test_a_response_sent_twice_with_one_key_is_stored_once(server: ServerProcess):
+    def n_sessions() -> int:
+        return len(httpx.get(server.base_url + "/v1/sessions").json()["data"])
+
+    before = n_sessions()
+    body = {"input": "Name a color.", "max_output_tokens": 8, "temperature": 0}
+    first = post(server, "/v1/responses", "resp-1", json=body)
+    again = post(server, "/v1/responses", "resp-1", json=body)
+    assert first.status_code == again.status_code == 200, first.text
+    assert again.json()["id"] == first.json()["id"]
+    assert n_sessions() == before + 1  # one conversation, not two
+
+
 def png() -> bytes:
     buf = io.BytesIO()
     Image.new("RGB", (16, 12), (200, 30, 30)).save(buf, "PNG")
