@@ -67,6 +67,13 @@ class Settings(DerivedSettings, BaseSettings):
     """serve GET /metrics (on by default, unlike llama-server)"""
     slots: bool = setting(True, "--slots", group=SERVER)
     """serve GET /slots and the slot actions"""
+    # Replicas on one database (app/api/idempotent_writes.py): a write sent with an
+    # Idempotency-Key is kept this long, so a retry of it replays its response.
+    idempotency_retention: float = setting(86400.0, "--idempotency-retention", group=SERVER, gt=0.0)
+    """seconds an `Idempotency-Key` and the response it got are kept for retries"""
+    idempotency_lease: float = setting(10.0, "--idempotency-lease", group=SERVER, gt=0.0)
+    """seconds a replica's hold on a keyed write lasts unless renewed (every third of it); a
+    retry after that replica died waits at most this long, then takes the write over"""
 
     model: str | None = setting(None, "-m", "--model", group=MODEL, engine="model_path")
     """GGUF model path (unset: the packaged SmolLM2-135M-Instruct)"""
@@ -280,6 +287,11 @@ class Settings(DerivedSettings, BaseSettings):
     ingest_lease: float = setting(30.0, "--ingest-lease", group=DOCUMENTS, gt=0.0)
     """seconds a replica's claim on a document it ingests lasts unless renewed; after that
     another replica takes the document over"""
+    deletion_log_window: float = setting(
+        7 * 86400.0, "--deletion-log-window", group=DOCUMENTS, gt=0.0
+    )
+    """seconds a replica may go unseen and still hold back the pruning of the deletion log
+    (rows every other replica has applied are pruned; it then rereads what is left)"""
     blend_sink_tokens: int = setting(
         -1, "--blend-sink-tokens", group=DOCUMENTS, engine=True, ge=-1, le=1024
     )

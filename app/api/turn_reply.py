@@ -13,6 +13,7 @@ from fastapi.responses import JSONResponse, StreamingResponse
 
 from app.api.auth import cache_salt, tenant_of
 from app.api.doc_schemas import AskRequest
+from app.api.idempotent_writes import Ticket, ticket_of
 from app.api.responder import Reply, respond
 from app.api.responses import ChatShape, Envelope
 from app.api.schemas import GenerationFields
@@ -90,10 +91,32 @@ async def session_turn(
     salt = cache_salt(http, fields.cache_salt)
     build = request_builder(fields, services.settings.seed, salt, "content")
     content = body.model_dump()["content"]  # plain str or list of dicts for the database
+    replace_from = await keyed_turn(ticket_of(http), session, replace_from)
     turn = await services.chats.from_session(
         session, body, content, tenant_of(http), build, replace_from, fields.reasoning_ask()
     )
     return await reply_turn(services, turn, fields, http)
+
+
+async def keyed_turn(
+    ticket: Ticket | None, session: SessionRecord, replace_from: int | None
+) -> int | None:
+    """A turn sent with an Idempotency-Key notes the seq its messages begin at before storing
+    them. Taken over from a replica that died, it replaces what that try stored (its user
+    message, unanswered or half-answered) instead of storing the message a second time."""
+    if ticket is None:
+        return replace_from
+    begun = ticket.stored.get("from_seq")
+    if replace_from is None and ticket.resumed and isinstance(begun, int):
+        first = next((m for m in session.messages if m.seq == begun), None)
+        if first is not None and first.role == "user":
+            replace_from = begun
+    if replace_from is not None:
+        begins = replace_from
+    else:
+        begins = session.messages[-1].seq + 1 if session.messages else 0
+    await ticket.note(from_seq=begins)
+    return replace_from
 
 
 def _answer_shape(whole: dict[str, Any]) -> dict[str, Any]:

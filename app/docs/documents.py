@@ -87,7 +87,8 @@ class Documents:
             for document_id in document_ids:
                 prefill.forget(document_id)
 
-        deletions = DeletionWatch(DeletionLog(store), forget)
+        log = DeletionLog(store)
+        deletions = DeletionWatch(log, forget, settings.replica(), settings.deletion_log_window)
         parts = (docs, chunk_store, library, ingestor, prompts, key, max_bytes)
         return cls(*parts, prefill, deletions, uploads)
 

@@ -20,6 +20,7 @@ from pydantic import ValidationError
 
 from app.api.auth import cache_salt
 from app.api.errors import STREAMING, conversion_error, openapi_links
+from app.api.idempotent_writes import Ticket, ticket_of
 from app.api.lookups import TenantDep
 from app.api.openai_schemas import ChatCompletionRequest
 from app.api.responder import Reply, respond
@@ -87,14 +88,22 @@ def _chat(body: ResponsesRequest) -> ChatCompletionRequest:
 
 
 async def _conversation(
-    services: Services, body: ResponsesRequest, systems: list[str], tenant: str
+    services: Services,
+    body: ResponsesRequest,
+    systems: list[str],
+    tenant: str,
+    ticket: Ticket | None,
 ) -> tuple[SessionRecord, str | None]:
-    """The session this response continues (or a new one) and the previous response's id."""
+    """The session this response continues (or a new one) and the previous response's id; with
+    an Idempotency-Key, a session made for it is noted (a retry after this replica died
+    deletes it and begins again)."""
     store = services.store
     system = "\n\n".join([*([body.instructions] if body.instructions else []), *systems]) or None
     previous = body.previous_response_id
     if previous is None:
         created = await asyncio.to_thread(store.create_session, system, None, None, None, tenant)
+        if ticket is not None:
+            await ticket.note(created_session=created.id)
         return created, None
     session, found = await _find(services, tenant, previous, "previous_response_id")
     if found.reply is None:
@@ -107,12 +116,27 @@ async def _conversation(
     if not is_latest(session, found):  # a branch: the conversation up to that response
         fork = await asyncio.to_thread(store.fork_session, session.id, found.reply.seq + 1)
         assert fork is not None
+        if ticket is not None:
+            await ticket.note(created_session=fork.id)
         session = fork
     if system is not None and system != session.system_prompt:
         # New instructions apply from this turn on (the prompt then differs from its start).
         await asyncio.to_thread(store.update_session, session.id, system_prompt=system)
         session.system_prompt = system
     return session, previous
+
+
+async def _undo_earlier_try(services: Services, ticket: Ticket | None) -> None:
+    """A response taken over from a replica that died while it generated: what that try
+    stored goes (the conversation it began, or the inputs it added), so it is stored once."""
+    if ticket is None or not ticket.resumed:
+        return
+    store, noted = services.store, ticket.stored
+    created, sid, begun = (noted.get(k) for k in ("created_session", "session_id", "from_seq"))
+    if isinstance(created, str):
+        await asyncio.to_thread(store.delete_session, created)
+    if isinstance(sid, str) and sid != created and isinstance(begun, int):
+        await asyncio.to_thread(store.delete_messages_from, sid, begun)
 
 
 def _echo(body: ResponsesRequest) -> dict[str, Any]:
@@ -164,7 +188,12 @@ async def create_response(
         )
         head = ResponseHead("resp_" + uuid.uuid4().hex, model, None, system or None)
     else:
-        session, previous = await _conversation(services, body, systems, tenant)
+        ticket = ticket_of(http)
+        await _undo_earlier_try(services, ticket)
+        session, previous = await _conversation(services, body, systems, tenant, ticket)
+        if ticket is not None:  # before the inputs are stored
+            begins = session.messages[-1].seq + 1 if session.messages else 0
+            await ticket.note(session_id=session.id, from_seq=begins)
         try:
             stored = await StoredTurns(services.chats).turn(
                 session, new, tools, parser, tenant, build

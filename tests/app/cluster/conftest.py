@@ -20,6 +20,9 @@ from tests.db_urls import fresh_database_url
 
 # Small and few slots: the machine running the tests is shared.
 REPLICA_ARGS = ["--parallel", "2", "--ctx-size", "4096", "--threads", "1", "--no-warmup"]
+# A killed replica's hold on an Idempotency-Key runs out this soon: nginx's retry of its turn
+# waits that long on the next replica.
+REPLICA_ARGS += ["--idempotency-lease", "3"]
 
 
 def free_port_run(n: int) -> int:

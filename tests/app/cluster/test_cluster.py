@@ -1,9 +1,11 @@
 """Two replicas behind nginx (tests/app/cluster/conftest.py): session affinity, failover after
-`kill -9` with the KV restored from the shared tier, and SSE passed through unbuffered."""
+`kill -9` with the KV restored from the shared tier, a turn dropped by a killed replica stored
+once after nginx's retry, and SSE passed through unbuffered."""
 
 from __future__ import annotations
 
 import json
+import threading
 import time
 
 import httpx
@@ -111,6 +113,50 @@ def test_kill_9_of_a_sessions_replica_fails_over_with_history_and_kv(
         assert [m["content"] for m in stored] == expected
     finally:
         cluster.start_replica(holder)  # the next tests have two replicas again
+        cluster.wait_healthy([holder], HANG_GUARD_S)
+        wait_routed_to(cluster, holder)
+
+
+def test_a_turn_a_killed_replica_dropped_is_stored_once_after_nginx_sends_it_on(
+    cluster: Cluster,
+):
+    """kill -9 while the reply is generated (the user message stored, nothing sent back):
+    nginx sends the request on with the Idempotency-Key it set, and the next replica answers
+    the stored message instead of storing a second copy. The client sends no key."""
+    sid = new_session(cluster)
+    first = turn(cluster, sid, "Name a color.")
+    holder = replica_of(cluster, first)
+    long_turn = {"content": "Count to a thousand.", "max_tokens": 200, "ignore_eos": True}
+    path = f"/v1/sessions/{sid}/messages"
+    answered: list[httpx.Response] = []
+    sender = threading.Thread(
+        target=lambda: answered.append(httpx.post(cluster.url + path, json=long_turn))
+    )
+    sender.start()
+    try:
+        deadline = time.monotonic() + HANG_GUARD_S
+        while not (
+            len(httpx.get(holder.url + f"/v1/sessions/{sid}").json()["messages"]) == 3
+            and httpx.get(holder.url + "/health").json()["slots_processing"]
+        ):
+            assert time.monotonic() < deadline, "the long turn never started generating"
+            time.sleep(0.05)
+        holder.proc.kill()  # SIGKILL mid-reply: its hold on the key is never let go
+        holder.proc.wait()
+        sender.join()
+        (r,) = answered
+        assert r.status_code == 200, r.text
+        assert r.headers["x-replica"] != holder.name
+        stored = httpx.get(cluster.url + f"/v1/sessions/{sid}").json()["messages"]
+        assert [m["role"] for m in stored] == ["user", "assistant"] * 2
+        assert [m["content"] for m in stored if m["role"] == "user"] == [
+            "Name a color.",
+            long_turn["content"],
+        ]
+        assert stored[-1]["content"] == r.json()["choices"][0]["message"]["content"]
+    finally:
+        sender.join()
+        cluster.start_replica(holder)
         cluster.wait_healthy([holder], HANG_GUARD_S)
         wait_routed_to(cluster, holder)
 

@@ -27,6 +27,8 @@ def test_every_field_is_filled_and_the_directives_are_there(tmp_path: Path):
         "proxy_next_upstream_tries 2;",
         f"pid {tmp_path}/nginx.pid;",
         "daemon off;",
+        "proxy_set_header Idempotency-Key $kvchat_idempotency_key;",
+        "map $http_idempotency_key $kvchat_idempotency_key {",
     ):
         assert directive in conf, directive
     with pytest.raises(ValueError):

@@ -1,7 +1,10 @@
 """DeletionLog on SQLite and PostgreSQL: every delete is logged in its transaction, in order,
-and collection versions move with the chunks a collection has."""
+rows every live replica has applied are pruned, and collection versions move with the chunks a
+collection has."""
 
 from __future__ import annotations
+
+from datetime import timedelta
 
 import numpy as np
 
@@ -9,6 +12,8 @@ from app.db.chunk_store import ChunkStore
 from app.db.deletion_log import DeletionLog
 from app.db.document_records import NewChunk
 from app.db.document_store import DocumentStore
+from app.db.models import utcnow
+from app.db.replica_models import ReplicaProgress
 from app.db.store import Store
 
 
@@ -61,3 +66,34 @@ def test_a_collections_version_moves_when_a_document_becomes_ready_or_is_deleted
     assert chunk_store.ready_chunk_ids(col) == set()
     docs.delete_collection("", col)
     assert chunk_store.version(col) is None
+
+
+def seen_long_ago(store: Store, replica: str, days: float) -> None:
+    with store._tx(write=True) as s:
+        row = s.get(ReplicaProgress, replica)
+        row.seen_at = utcnow() - timedelta(days=days)
+
+
+def test_rows_every_live_replica_applied_are_pruned_and_a_long_gone_one_holds_none_back(
+    store: Store,
+):
+    docs, log = DocumentStore(store), DeletionLog(store)
+    col = docs.create_collection("", "c", 64, 8, None).id
+    for name in ("a", "b", "c"):
+        docs.delete_document("", add(docs, col, name))
+    ids = [i for i, _ in log.after(0)]
+    assert log.prune(3600.0) == 0  # no replica has said how far it got: nothing goes
+    log.report("replica-1", ids[2])
+    log.report("replica-2", ids[0])
+    assert log.prune(3600.0) == 1  # the first row: applied by both
+    assert [i for i, _ in log.after(0)] == ids[1:]
+    log.report("replica-2", ids[1])
+    assert log.prune(3600.0) == 1
+    assert [i for i, _ in log.after(0)] == ids[2:]
+    # replica-2 stops; the window passes: it no longer holds the last row back.
+    seen_long_ago(store, "replica-2", days=8)
+    assert log.prune(7 * 86400.0) == 1
+    assert log.after(0) == []
+    # Ids keep growing after a prune: a cursor never sees an old id again.
+    docs.delete_document("", add(docs, col, "d"))
+    assert [i for i, _ in log.after(0)][0] > ids[2]

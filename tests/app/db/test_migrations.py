@@ -11,6 +11,7 @@ from alembic.runtime.migration import MigrationContext
 from sqlalchemy import inspect
 
 import app.db.document_models  # noqa: F401 (its tables join Base.metadata)
+import app.db.replica_models  # noqa: F401 (its tables join Base.metadata)
 from app.db.migrate import alembic_config, current, head, upgrade
 from app.db.models import Base
 from app.db.sql_engine import make_engine
@@ -32,6 +33,8 @@ TABLES = {
     "message_media",
     "media_bytes",
     "document_deletions",
+    "idempotency_keys",
+    "replica_progress",
 }
 
 
@@ -48,7 +51,7 @@ def test_upgrade_creates_the_tables_and_a_second_upgrade_is_a_no_op(database_url
     assert current(database_url) is None
     upgrade(database_url)
     assert tables(database_url) == TABLES | {"alembic_version"}
-    assert current(database_url) == head() == "0008"
+    assert current(database_url) == head() == "0009"
 
     store = Store(database_url)
     sid = store.create_session().id

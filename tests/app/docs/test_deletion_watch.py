@@ -1,5 +1,5 @@
 """DeletionWatch: the documents deleted on any replica (the deletion log) leave this replica's
-caches, each batch once, from the log's start."""
+caches, each batch once, from the log's start; the rows it applied are pruned."""
 
 from __future__ import annotations
 
@@ -33,9 +33,12 @@ def test_each_deleted_document_is_forgotten_once_in_log_order(tmp_path: Path):
     async def run() -> None:
         a, b, c = add("a"), add("b"), add("c")
         docs.delete_document("", a)  # before the replica started: still forgotten
-        watch = DeletionWatch(DeletionLog(store), forget)
+        deletions = DeletionLog(store)
+        watch = DeletionWatch(deletions, forget, "replica-1", 3600.0)
         assert await watch.check()
         assert forgotten == [{a}]
+        # The only replica has applied it: the log row is pruned, and the cursor stays.
+        assert deletions.after(0) == []
         assert not await watch.check()  # nothing new: nothing forgotten again
         docs.delete_document("", b)
         assert await watch.check()
