@@ -35,7 +35,7 @@ STAMP := $(VENV)/.installed
 LLAMA_SERVER_DIR := build/llama-server$(if $(filter-out cpu,$(LLAMA_BACKEND)),-$(LLAMA_BACKEND))
 LLAMA_SERVER := $(LLAMA_SERVER_DIR)/bin/llama-server
 
-.PHONY: install run test test-fast lint bench load clean llama-server frontend cluster
+.PHONY: install run test test-fast lint bench load clean llama-server frontend cluster gpu-kit
 
 # The web UI: npm packages from package-lock.json, bundled by esbuild into frontend/dist (ignored;
 # the server serves it, and runs without it, API only, saying so in its log).
@@ -122,6 +122,11 @@ $(LLAMA_SERVER): scripts/build_llama_server.sh Makefile
 
 bench: $(STAMP) $(LLAMA_SERVER)
 	$(PY) -m bench.compare $(ARGS)
+
+# The GPU check's kit (bench/gpu/kit.py): build/gpu-kit, carried to the GPU machine, where
+# scripts/gpu_check.sh builds llama.cpp with CUDA and runs both servers (docs/benchmarks.md, GPU).
+gpu-kit: $(STAMP)
+	$(PY) -m bench.gpu.kit
 
 # Load test (locust, headless, 127.0.0.1 only, stops by itself): ARGS="--users 32 --duration 180".
 load: $(STAMP)

@@ -1,7 +1,9 @@
 """`python -m bench.compare` (`make bench`): every benchmark row, ours beside the other servers.
 
     python -m bench.compare [--quick] [--servers ours,llama-server,llama-cpp-python]
-                            [--mmproj PATH|tiny] [--out DIR] [--no-docs]
+                            [--mmproj PATH|tiny] [--out DIR] [--no-docs] [--model GGUF]
+                            [--llama-server BIN] [--server-args ARGS] [--ours-args ARGS]
+                            [--threads N] [--parallel N] [--ctx-size N] [--more-clients N,..]
                             [--no-decode-churn] [--no-doc-qa] [--no-background]
                             [--no-ingest] [--no-speculation] [--no-cluster]
 
@@ -38,17 +40,22 @@ Writes DIR/compare.md (tables), DIR/compare.png (the prefix-reuse chart) and DIR
 instead. A full run to the default DIR also puts every table into docs/benchmarks.md and the
 headline table into README.md, each between its `compare:start`/`compare:end` markers
 (bench/report.py; --no-docs leaves both files alone). llama-server runs when
-build/llama-server/bin/llama-server exists (`make llama-server`).
+build/llama-server/bin/llama-server exists (`make llama-server`). The flags after --model set
+every server of the run (bench/peers.py `Profile`): the GPU check (bench/gpu/check.py) runs
+this on a GPU with `-ngl 999 -fa on` for both servers.
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import datetime
 import json
 import os
 import platform
 import re
+import shlex
+import shutil
 import subprocess
 import sys
 import traceback
@@ -75,7 +82,21 @@ def machine() -> dict:
         mem_gib = round(int(mem.group(1)) / 2**20) if mem else None
     except OSError:
         pass
-    return {"cpu": cpu, "cores": os.cpu_count(), "mem_gib": mem_gib}
+    return {"cpu": cpu, "cores": os.cpu_count(), "mem_gib": mem_gib, "gpu": gpu()}
+
+
+def gpu() -> str | None:
+    """The GPUs nvidia-smi lists (name, memory, driver), or None without one."""
+    if not shutil.which("nvidia-smi"):
+        return None
+    query = "--query-gpu=name,memory.total,driver_version"
+    try:
+        out = subprocess.run(
+            ["nvidia-smi", query, "--format=csv,noheader"], capture_output=True, text=True
+        )
+    except OSError:
+        return None
+    return "; ".join(ln.strip() for ln in out.stdout.splitlines() if ln.strip()) or None
 
 
 def versions() -> dict:
@@ -107,6 +128,29 @@ def run_part(report: dict, key: str, label: str, run: Callable[[], dict]) -> Non
         report["failed"][label] = f"{type(e).__name__}: {e}"
         print(f"{label} failed: {e}", flush=True)
         traceback.print_exc()
+
+
+def profile_flags(p: argparse.ArgumentParser) -> None:
+    g = p.add_argument_group("every server of the run (default: this machine's CPU figures)")
+    g.add_argument("--model", help="GGUF for every server (default: the packaged model)")
+    g.add_argument("--llama-server", type=Path, help="llama-server binary")
+    g.add_argument("--server-args", default="", help="flags for ours and llama-server alike")
+    g.add_argument("--ours-args", default="", help="flags for ours alone")
+    g.add_argument("--threads", type=int, default=peers.THREADS)
+    g.add_argument("--parallel", type=int, default=peers.SLOTS, help="slots (-np)")
+    g.add_argument("--ctx-size", type=int, default=peers.CTX_SIZE)
+    g.add_argument("--more-clients", help="further aggregate decode rows, e.g. 32")
+
+
+def configure_profile(args: argparse.Namespace) -> peers.Profile:
+    return peers.configure(
+        threads=args.threads,
+        slots=args.parallel,
+        ctx_size=args.ctx_size,
+        common_args=tuple(shlex.split(args.server_args)),
+        ours_args=tuple(shlex.split(args.ours_args)),
+        llama_server=args.llama_server or peers.LLAMA_SERVER,
+    )
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -156,17 +200,22 @@ def main(argv: list[str] | None = None) -> int:
         action="store_true",
         help="skip the replicas-behind-nginx rows (bench.cluster)",
     )
+    profile_flags(p)
     args = p.parse_args(argv)
+    profile = configure_profile(args)
 
     from app.config_derived import packaged_model_path
 
-    model = packaged_model_path()
+    model = args.model or packaged_model_path()
     mmproj = args.mmproj
     if mmproj == "tiny":
         from bench.__main__ import tiny_mmproj
 
         mmproj = tiny_mmproj()
     plan = prefix.QUICK if args.quick else prefix.FULL
+    if args.more_clients:
+        more = tuple(int(n) for n in args.more_clients.split(","))
+        plan = dataclasses.replace(plan, more_clients=more)
     wanted = [s.strip() for s in args.servers.split(",") if s.strip()]
     explicit = args.servers != p.get_default("servers")
     chosen: list[peers.Peer] = []
@@ -184,6 +233,7 @@ def main(argv: list[str] | None = None) -> int:
         "plan": plan.__dict__,
         "model": Path(model).name,
         "machine": machine(),
+        "profile": {"common_args": list(profile.common_args), "slots": profile.slots},
         "versions": versions(),
         "scenario_names": [name for name, _ in prefix.scenarios(plan, bool(mmproj))],
         "throughput_names": prefix.throughput_names(plan),

@@ -21,7 +21,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from bench.server_process import ROOT, ManagedProcess, ServerProcess, free_port
@@ -32,6 +32,30 @@ SLOTS = 4
 LLAMA_SERVER = ROOT / "build" / "llama-server" / "bin" / "llama-server"
 LOGS = ROOT / "build" / "bench-logs"
 NAMES = ("ours", "llama-server", "llama-cpp-python")
+
+
+@dataclass(frozen=True, slots=True)
+class Profile:
+    """How every server of a run is started: this machine's CPU figures by default; a GPU run
+    (bench/gpu/check.py) sets its own threads, slots, context, the flags both servers take
+    (`-ngl 999 -fa on`) and the llama-server built beside the CUDA libraries."""
+
+    threads: int = THREADS
+    ctx_size: int = CTX_SIZE
+    slots: int = SLOTS
+    common_args: tuple[str, ...] = ()  # given to ours and llama-server alike
+    ours_args: tuple[str, ...] = ()  # given to ours alone (its embedder, say)
+    llama_server: Path = LLAMA_SERVER
+
+
+PROFILE = Profile()
+
+
+def configure(**changes: object) -> Profile:
+    """Set the profile of every server started from now on (a whole run has one)."""
+    global PROFILE
+    PROFILE = replace(PROFILE, **changes)  # type: ignore[arg-type]
+    return PROFILE
 
 
 class PeerUnavailable(RuntimeError):
@@ -78,9 +102,9 @@ def _external(name: str, command: list[str], port: int, health_path: str) -> Man
 
 
 def ours(
-    model: str, mmproj: str | None = None, slots: int = SLOTS, extra: tuple[str, ...] = ()
+    model: str, mmproj: str | None = None, slots: int | None = None, extra: tuple[str, ...] = ()
 ) -> Peer:
-    args = ["-m", model, "-np", str(slots), "-c", str(CTX_SIZE), "-t", str(THREADS), *extra]
+    args = [*_common(model, slots), *PROFILE.ours_args, *extra]
     if mmproj:
         args += ["--mmproj", mmproj]
     server = ServerProcess(*args)  # a temporary data directory of its own
@@ -88,18 +112,23 @@ def ours(
     return Peer("ours", server, images=bool(mmproj))
 
 
+def _common(model: str, slots: int | None) -> list[str]:
+    """The flags ours and llama-server share: model, slots, context, threads, the profile's."""
+    p = PROFILE
+    n = p.slots if slots is None else slots
+    return ["-m", model, "-np", str(n), "-c", str(p.ctx_size), "-t", str(p.threads), *p.common_args]
+
+
 def llama_server(
-    model: str, mmproj: str | None = None, binary: Path = LLAMA_SERVER, slots: int = SLOTS
+    model: str, mmproj: str | None = None, binary: Path | None = None, slots: int | None = None
 ) -> Peer:
+    binary = binary or PROFILE.llama_server
     if not binary.exists():
         raise PeerUnavailable(f"{binary} is not built (make llama-server)")
     port = free_port()
     command = [
         str(binary),
-        "-m", model,
-        "-np", str(slots),
-        "-c", str(CTX_SIZE),
-        "-t", str(THREADS),
+        *_common(model, slots),
         "--kv-unified",
         "--host", "127.0.0.1",
         "--port", str(port),
@@ -138,7 +167,7 @@ def llama_cpp_python(model: str) -> Peer:
     )
 
 
-def make(name: str, model: str, mmproj: str | None = None, slots: int = SLOTS) -> Peer:
+def make(name: str, model: str, mmproj: str | None = None, slots: int | None = None) -> Peer:
     if name == "ours":
         return ours(model, mmproj, slots)
     if name == "llama-server":
@@ -148,7 +177,8 @@ def make(name: str, model: str, mmproj: str | None = None, slots: int = SLOTS) -
     raise ValueError(f"unknown server {name!r} (one of {', '.join(NAMES)})")
 
 
-def llama_server_version(binary: Path = LLAMA_SERVER) -> str | None:
+def llama_server_version(binary: Path | None = None) -> str | None:
+    binary = binary or PROFILE.llama_server
     if not binary.exists():
         return None
     try:

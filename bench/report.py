@@ -56,9 +56,9 @@ def markdown(report: dict) -> str:
     quick = " (--quick: small prompts, a smoke test)" if report["quick"] else ""
     head = [
         f"Run {report['date']}{quick}"
-        f" on {m['cpu']}, {m['cores']} cores, {m['mem_gib']} GiB; model `{report['model']}`; "
-        f"every server: {peers.THREADS} threads, {peers.CTX_SIZE} context, {peers.SLOTS} slots "
-        "where it has slots. Servers: "
+        f" on {_where(m)}, {m['mem_gib']} GiB; model `{report['model']}`; "
+        f"every server: {peers.PROFILE.threads} threads, {peers.PROFILE.ctx_size} context, "
+        f"{peers.PROFILE.slots} slots where it has slots{_flags()}. Servers: "
         + "; ".join(report["versions"][n] + _note(report, n) for n in names)
         + ".",
         *[f"\n{n} failed to run: {e}" for n, e in report["failed"].items()],
@@ -154,7 +154,7 @@ def headline(report: dict) -> str:
     verdicts = {name: f"{bound}: {verdict}" for name, _, bound, verdict in targets(report)}
     m = report["machine"]
     lines = [
-        f"Run {report['date']} on {m['cpu']}, {m['cores']} cores; model `{report['model']}`; "
+        f"Run {report['date']} on {_where(m)}; model `{report['model']}`; "
         "TTFT in seconds (lower is better), decode in tokens/s (higher is better).",
         "",
         "| | ours | llama-server | ours / llama-server | target |",
@@ -185,9 +185,9 @@ def _headline_values(report: dict) -> list[tuple[str, float | None, float | None
     ours, peer = servers.get("ours", {}), servers.get("llama-server", {})
     warm = [("scenarios", g, "warm_ttft") for g in report["scenario_names"]]
     rows = [(f"warm TTFT: {w[1]}", _get(ours, *w), _get(peer, *w)) for w in warm]
-    key = report["throughput_names"][-1]
-    rate = ("throughput", key, "tokens_per_s")
-    rows.append((f"aggregate tok/s: {key}", _get(ours, *rate), _get(peer, *rate)))
+    for key in prefix.several_clients(report["throughput_names"]):
+        rate = ("throughput", key, "tokens_per_s")
+        rows.append((f"aggregate tok/s: {key}", _get(ours, *rate), _get(peer, *rate)))
     if churn := report.get("decode_churn"):
         pair = churn["servers"].get("ours", {}), churn["servers"].get("llama-server", {})
         for label, group, k, bound, _ in decode_churn.SPEC:
@@ -225,3 +225,14 @@ def _cached(s: dict) -> str:
 def _note(report: dict, name: str) -> str:
     note = report["servers"][name].get("notes")
     return f" ({note})" if note else ""
+
+
+def _where(machine: dict) -> str:
+    """The CPU and its cores, and the GPU where the run had one."""
+    gpu = f", GPU {machine['gpu']}" if machine.get("gpu") else ""
+    return f"{machine['cpu']}, {machine['cores']} cores{gpu}"
+
+
+def _flags() -> str:
+    flags = " ".join(peers.PROFILE.common_args)
+    return f", `{flags}`" if flags else ""
