@@ -129,8 +129,13 @@ step "models: $(cd "$models" && ls -s --block-size=M ./*.gguf | tr '\n' ' ')"
 
 # --- 4. the rows ----------------------------------------------------------------------------
 step "bench/gpu/check.py: $list"
+# What is left of the call's 10 minutes (GPU_CHECK_SECONDS from the start: 540 by default, an
+# hour in a rehearsal) less a minute to collect the results: at the limit the check stops its
+# servers and keeps the models that finished.
+budget=${GPU_CHECK_SECONDS:-$([[ $rehearsal == 1 ]] && echo 3600 || echo 540)}
+left=$((budget - SECONDS - 60))
 status=0
-(cd "$root" && "$python" -m bench.gpu.check --llama-server "$llama_server" --models "$list" \
+(cd "$root" && timeout -s INT -k 30 "$left" "$python" -m bench.gpu.check --llama-server "$llama_server" --models "$list" \
     --server-args "$server_args" \
     --ours-args "--embedding-model $models/minilm --embedding-backend torch" \
     "${plan[@]}" --out "$work/check") || status=$?

@@ -14,8 +14,8 @@ bench.compare does; the parts that need nginx, PostgreSQL or ingestion speed sta
 bench. `--rehearsal` runs bench.compare's --quick plans (the CPU rehearsal in `make test`).
 
 Writes DIR/gpu-check.md (the card, the flags and, per model, the headline table: ours,
-llama-server, the ratio and its target) and DIR/gpu-check.json (every part's raw figures), and
-prints the table.
+llama-server, the ratio and its target) and DIR/gpu-check.json (every part's raw figures) after
+each model, and prints the table.
 """
 
 from __future__ import annotations
@@ -57,26 +57,38 @@ def compare_args(args: argparse.Namespace, model: str, out: Path) -> list[str]:
     return argv
 
 
-def run(args: argparse.Namespace) -> tuple[str, dict]:
-    """(markdown, raw): every model's headline table and its full report."""
+def run(args: argparse.Namespace) -> dict:
+    """Every model in turn; after each, DIR/gpu-check.md and .json hold what has run (a call
+    cut short by its time limit keeps the models that finished)."""
     raw: dict = {"flags": vars(args) | {"llama_server": str(args.llama_server)}, "models": {}}
-    sections = []
-    for name, path in args.models.items():
-        out = args.out / name
-        print(f"\n=== {name}: {path}", flush=True)
-        status = compare.main(compare_args(args, path, out))
-        stem = "compare-quick" if args.rehearsal else "compare"
-        report_path = out / f"{stem}.json"
-        if status != 0 or not report_path.exists():
-            sections.append(f"## {name}\n\nbench.compare exited with {status}: no table.\n")
-            raw["models"][name] = {"status": status}
-            continue
-        report = json.loads(report_path.read_text())
-        raw["models"][name] = report
-        flags = " ".join([args.server_args, f"-np {args.parallel} -c {args.ctx_size}"]).strip()
-        sections.append(f"## {name}\n\nFlags of both servers: `{flags}`.\n\n{headline(report)}\n")
+    sections: list[str] = []
     gpu = compare.gpu() or "no GPU (a CPU rehearsal)"
-    return f"# GPU check: {gpu}\n\n" + "\n".join(sections), raw
+    for name, path in args.models.items():
+        print(f"\n=== {name}: {path}", flush=True)
+        report = run_model(args, path, args.out / name)
+        raw["models"][name] = report
+        sections.append(section(args, name, report))
+        table = f"# GPU check: {gpu}\n\n" + "\n".join(sections)
+        (args.out / "gpu-check.md").write_text(table)
+        (args.out / "gpu-check.json").write_text(json.dumps(raw, indent=1, default=str))
+        print("\n" + table, flush=True)
+    return raw
+
+
+def run_model(args: argparse.Namespace, model: str, out: Path) -> dict:
+    """bench.compare's report for one model, or {"status": its exit status} without one."""
+    status = compare.main(compare_args(args, model, out))
+    path = out / ("compare-quick.json" if args.rehearsal else "compare.json")
+    if status != 0 or not path.exists():
+        return {"status": status}
+    return json.loads(path.read_text())
+
+
+def section(args: argparse.Namespace, name: str, report: dict) -> str:
+    if "servers" not in report:
+        return f"## {name}\n\nbench.compare exited with {report['status']}: no table.\n"
+    flags = " ".join([args.server_args, f"-np {args.parallel} -c {args.ctx_size}"]).strip()
+    return f"## {name}\n\nFlags of both servers: `{flags}`.\n\n{headline(report)}\n"
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -96,10 +108,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--out", type=Path, required=True)
     args = p.parse_args(argv)
     args.out.mkdir(parents=True, exist_ok=True)
-    table, raw = run(args)
-    (args.out / "gpu-check.md").write_text(table)
-    (args.out / "gpu-check.json").write_text(json.dumps(raw, indent=1, default=str))
-    print("\n" + table, flush=True)
+    raw = run(args)
     ran = [r for r in raw["models"].values() if r.get("servers")]
     return 0 if len(ran) == len(args.models) else 1
 
