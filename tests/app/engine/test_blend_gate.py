@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 from app.engine import blend_gate
-from app.engine.blend_gate import BAR, UNMEASURED_K, Agreement, gate, model_gate
+from app.engine.blend_gate import BAR, FALLBACK_K, Agreement, gate, model_gate
 from app.engine.config import EngineConfig
 from app.engine.model import Model
 
@@ -22,7 +22,11 @@ def table(monkeypatch):
             16: Agreement(16, 0.75, 0.9),
             32: Agreement(32, 0.83, 0.95),
         },
-        ("never", "1b"): {4: Agreement(4, 0.0, 0.5), 16: Agreement(16, 0.17, 0.4)},
+        ("never", "1b"): {
+            4: Agreement(4, 0.0, 0.5),
+            8: Agreement(8, 0.17, 0.4),
+            32: Agreement(32, 0.08, 0.6),
+        },
     }
     monkeypatch.setattr(blend_gate, "MEASURED", rows)
     return rows
@@ -37,21 +41,23 @@ def test_the_default_k_is_the_smallest_that_reaches_the_bar(table):
 def test_a_model_no_k_of_which_reaches_the_bar_is_refused_with_its_best_share(table):
     got = gate("never", "1b", -1, force=False)
     assert got.refused is not None and "17%" in got.refused and f"{BAR:.0%}" in got.refused
-    assert "k = 4, 16" in got.refused and "--blend-force" in got.refused
-    assert got.k == 16 and got.agreement == table[("never", "1b")][16]  # its best k
+    assert "k = 4, 8, 32" in got.refused and "--blend-force" in got.refused
+    # Its k if forced, and the agreement of the largest measured k no larger.
+    assert got.k == FALLBACK_K == 16 and got.agreement == table[("never", "1b")][8]
 
 
-def test_forced_blend_takes_the_best_measured_k_and_says_its_agreement(table):
+def test_forced_blend_takes_the_fallback_k_and_says_its_agreement(table):
     got = gate("never", "1b", -1, force=True)
     assert got.refused is None and got.forced
-    assert got.k == 16 and got.agreement is not None and got.agreement.exact == 0.17
+    assert got.k == FALLBACK_K and got.agreement == table[("never", "1b")][8]
+    assert gate("never", "1b", 32, force=True).agreement == table[("never", "1b")][32]
 
 
 def test_an_unmeasured_model_is_refused_unless_forced(table):
     for name, size in [("llama-3", "8B"), ("passes", "7b"), (None, None)]:
         got = gate(name, size, -1, force=False)
         assert got.refused is not None and "never measured" in got.refused
-        assert got.k == UNMEASURED_K and got.agreement is None
+        assert got.k == FALLBACK_K and got.agreement is None
     forced = gate("llama-3", "8B", -1, force=True)
     assert forced.refused is None and forced.forced and forced.agreement is None
 
