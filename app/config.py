@@ -296,7 +296,12 @@ class Settings(DerivedSettings, BaseSettings):
         -1, "--blend-sink-tokens", group=DOCUMENTS, engine=True, ge=-1, le=1024
     )
     """tokens recomputed at the start of each chunk placed by blend (attention-sink repair); -1:
-    the model's measured default (4 for SmolLM2 135M, else 16; docs/blend.md)"""
+    the smallest k whose blended answers matched full prefill often enough on the model's
+    quality set (docs/blend.md)"""
+    blend_force: bool = setting(False, "--blend-force", group=DOCUMENTS, engine=True)
+    """blend where its quality gate turns it off (the model's blended answers were not measured
+    to match full prefill's often enough, or were never measured); replies carry the measured
+    agreement"""
 
     data_dir: str = setting("data", "--data-dir", group=STORAGE)
     """SQLite database (kvchat.db), media, indexes and slot files"""

@@ -9,12 +9,15 @@ Per model and k (tokens recomputed at the start of each placed chunk):
 - KL: KL(full || blend) of the first answer token's distribution, mean over questions;
 - top-1: share of the (up to) 32 teacher-forced answer steps (the full prefill's greedy answer
   fed to both) where blend's argmax is full prefill's;
-- exact: share of questions whose greedy answer is the same (every step agrees).
+- exact: share of questions whose greedy answer is the same (every step agrees);
+- F1: blend's own greedy answer (up to 32 tokens) against full prefill's, SQuAD's token F1
+  (bench/answer_f1.py), mean over questions.
+The exact share is what blend's gate reads (app/engine/blend_gate.py).
 A check of the measure itself: k larger than any chunk recomputes everything (KL 0, 100%).
 Every chunk's KV is computed once on its own (after the head) and reused for every k. The table
 goes to stdout; for the packaged models together (the default) also to bench/results/
 blend-quality.md and docs/blend.md's table (between its markers). `--models` also takes a GGUF
-path: what k a model of one's own needs (app/engine/sink_default.py).
+path: what k a model of one's own needs (app/engine/blend_gate.py).
 """
 
 from __future__ import annotations
@@ -30,6 +33,7 @@ from app.cache.host_cache import HostCache
 from app.chat.prompter import Prompter
 from app.config_derived import packaged_model_path
 from app.docs.doc_prompt import DocPrompter
+from app.engine.blend_gate import BlendGate
 from app.engine.blend_plan import BlendPlan, find_spans
 from app.engine.chunk_blend import ChunkBlend
 from app.engine.config import EngineConfig
@@ -37,6 +41,7 @@ from app.engine.model import Model
 from app.engine.request import GenerationRequest
 from app.engine.slot import Slot
 from app.engine.task import Task
+from bench.answer_f1 import f1
 from bench.doc_qa_workload import FULL, corpus, questions
 from mm.token_sequence import TokenSequence
 from rag.layout import chunk_text
@@ -107,15 +112,7 @@ def reference(model: Model, prompt: list[int]) -> tuple[list[np.ndarray], list[i
     answer token and at each step with that answer fed back, computed the way blend's are (one
     pass over the prompt and the answer), so that blend placing nothing gives the same."""
     model.seq_clear(FULL_SEQ)
-    logits = decode(model, FULL_SEQ, prompt, 0, False)[-1]
-    answer, pos = [], len(prompt)
-    while len(answer) < ANSWER:
-        token = int(np.argmax(logits))
-        answer.append(token)
-        if model.is_eog(token):
-            break
-        logits = decode(model, FULL_SEQ, [token], pos, False)[-1]
-        pos += 1
+    answer = greedy(model, FULL_SEQ, decode(model, FULL_SEQ, prompt, 0, False)[-1], len(prompt))
     model.seq_clear(FULL_SEQ)
     rows = decode(model, FULL_SEQ, [*prompt, *answer[:-1]], 0, True, len(prompt) - 1)
     model.seq_clear(FULL_SEQ)
@@ -124,8 +121,9 @@ def reference(model: Model, prompt: list[int]) -> tuple[list[np.ndarray], list[i
 
 def blended(
     model: Model, blend: ChunkBlend, head: list[int], prompt: list[int], pieces, answer
-) -> list[np.ndarray]:
-    """Blend's logits at the first answer token and at each teacher-forced step."""
+) -> tuple[list[np.ndarray], list[int]]:
+    """Blend's logits at the first answer token and at each teacher-forced step, then its own
+    greedy answer (from the same blended prompt, the forced answer removed)."""
     plan = BlendPlan(head, find_spans(prompt, pieces))
     request = GenerationRequest(TokenSequence(prompt), blend=plan)
     task = Task(request, lambda _: None, True)
@@ -134,8 +132,27 @@ def blended(
     blend.apply(task, slot)
     rest = prompt[task.n_done :] + answer[:-1]
     rows = decode(model, BLEND_SEQ, rest, task.n_done, True, len(prompt) - task.n_done - 1)
+    model.seq_rm(BLEND_SEQ, len(prompt), -1)
+    own = greedy(model, BLEND_SEQ, rows[0], len(prompt))
     model.seq_clear(BLEND_SEQ)
-    return rows
+    return rows, own
+
+
+def greedy(model: Model, seq: int, logits: np.ndarray, pos: int) -> list[int]:
+    """The greedy answer (with its end token) from these logits, the sequence holding pos - 1."""
+    answer: list[int] = []
+    while len(answer) < ANSWER:
+        token = int(np.argmax(logits))
+        answer.append(token)
+        if model.is_eog(token):
+            break
+        logits = decode(model, seq, [token], pos, False)[-1]
+        pos += 1
+    return answer
+
+
+def words(model: Model, answer: list[int]) -> str:
+    return model.detokenize([t for t in answer if not model.is_eog(t)])
 
 
 def measure(name: str, ks: list[int], n: int, threads: int) -> list[dict]:
@@ -150,7 +167,8 @@ def measure(name: str, ks: list[int], n: int, threads: int) -> list[dict]:
     )
     model = Model(config)
     docs = DocPrompter(Prompter(model), model)
-    blend = ChunkBlend(model, ChunkKv(HostCache(1 << 30), None, name), 0, forgotten=set())
+    # No gate: what is measured is what the gate reads.
+    blend = ChunkBlend(model, ChunkKv(HostCache(1 << 30), None, name), BlendGate(0), set())
     cases = []
     for question, chunks in workload(n):
         head, tail = docs.parts(None, question)
@@ -161,9 +179,10 @@ def measure(name: str, ks: list[int], n: int, threads: int) -> list[dict]:
     rows = []
     for k in ks:
         blend.sink_tokens = k
-        kl, agree, exact = [], [], []
+        kl, agree, exact, overlap = [], [], [], []
         for head, prompt, pieces, full, answer in cases:
-            got = blended(model, blend, head, prompt, pieces, answer)
+            got, own = blended(model, blend, head, prompt, pieces, answer)
+            overlap.append(f1(words(model, own), words(model, answer)))
             p, q = softmax(full[0]), softmax(got[0])
             kl.append(float(np.sum(p * (np.log(p + 1e-12) - np.log(q + 1e-12)))))
             hits = [np.argmax(g) == np.argmax(f) for g, f in zip(got, full, strict=True)]
@@ -176,6 +195,7 @@ def measure(name: str, ks: list[int], n: int, threads: int) -> list[dict]:
                 "kl": float(np.mean(kl)),
                 "top1": float(np.mean(agree)),
                 "exact": float(np.mean(exact)),
+                "f1": float(np.mean(overlap)),
                 "n": len(cases),
                 "prompt": float(np.mean([len(c[1]) for c in cases])),
             }
@@ -188,13 +208,14 @@ def measure(name: str, ks: list[int], n: int, threads: int) -> list[dict]:
 
 def table(rows: list[dict]) -> str:
     lines = [
-        "| model | k | KL first token (mean) | top-1 agreement, 32 forced steps | exact greedy |",
-        "|---|---|---|---|---|",
+        "| model | k | KL first token (mean) | top-1 agreement, 32 forced steps | exact greedy "
+        "| answer F1 |",
+        "|---|---|---|---|---|---|",
     ]
     for r in rows:
         lines.append(
             f"| {r['model']} | {r['k']} | {r['kl']:.4f} | {r['top1'] * 100:.1f}% | "
-            f"{r['exact'] * 100:.0f}% ({r['n']} questions) |"
+            f"{r['exact'] * 100:.0f}% ({r['n']} questions) | {r['f1']:.2f} |"
         )
     return "\n".join(lines) + "\n"
 

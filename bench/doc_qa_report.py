@@ -65,6 +65,8 @@ def markdown(report: dict) -> str:
         )
     if "seen" in report:
         lines += ["", f"New combinations: {report['seen']:.0%} of their chunks seen before."]
+    if report.get("blend_gate"):
+        lines += ["", gate_line(report["blend_gate"])]
     for name, ratio, bound, verdict in targets(report):
         if name.startswith("document QA new combinations"):
             which = name.removeprefix("document QA new combinations mean TTFT, ")
@@ -78,3 +80,18 @@ def markdown(report: dict) -> str:
     for name, why in report["failed"].items():
         lines.append(f"\n{name} failed: {why}")
     return "\n".join(lines) + "\n"
+
+
+def gate_line(gate: dict) -> str:
+    """What the blend rows' answers are worth: `GET /props`' kv_reuse of the blend server."""
+    k, agreement = gate["blend_sink_tokens"], gate.get("blend_agreement")
+    if agreement is None:
+        measured = "never measured against full prefill"
+    else:
+        measured = (
+            f"its answers matched full prefill's in {agreement['exact_greedy']:.0%} of the "
+            f"quality set (answer F1 {agreement['f1']:.2f}, bench.blend_quality at k = "
+            f"{agreement['k']})"
+        )
+    forced = " (forced past the quality gate: --blend-force)" if gate.get("blend_forced") else ""
+    return f"Blend at k = {k}{forced}: {measured}."

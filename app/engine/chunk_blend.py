@@ -21,8 +21,11 @@ request's `BlendPlan` that lies after it is placed in prompt order:
    each gap then sees the chunks before it unrepaired: measured worse, docs/blend.md.)
 What follows the last placed chunk (the question) is left to the scheduler, as any prompt.
 
-Where the memory cannot shift (recurrent state, a sliding-window cache without --swa-full) the
-request keeps its prefix reuse and the task says why (`timings.kv_reuse_reason`).
+Where blend is off on this model, the request keeps its prefix reuse and the task says why
+(`timings.kv_reuse_reason`): its memory cannot shift (recurrent state, a sliding-window cache
+without --swa-full), or its blended answers were not measured close enough to full prefill's
+(app/engine/blend_gate.py, unless --blend-force). A blended reply carries the agreement
+measured at its k (`timings.kv_reuse_agreement`).
 Engine thread only; like prefix reuse it runs between steps, so streams wait for it.
 """
 
@@ -32,6 +35,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from app.cache.chunk_kv import ChunkKv
+from app.engine.blend_gate import BlendGate
 from app.engine.blend_plan import ChunkSpan
 from app.engine.model import Model
 from app.engine.slot import Slot
@@ -40,15 +44,17 @@ from app.engine.task import Task
 
 
 class ChunkBlend:
-    def __init__(
-        self, model: Model, chunks: ChunkKv, sink_tokens: int, forgotten: set[str]
-    ) -> None:
+    def __init__(self, model: Model, chunks: ChunkKv, gate: BlendGate, forgotten: set[str]) -> None:
         self.model = model
         self.chunks = chunks
         # Deleted documents (PrefixReuse's set): their chunks' KV, computed by a task that
         # was already queued or running, is never kept.
         self.forgotten = forgotten
-        self.sink_tokens = sink_tokens  # k: tokens recomputed at the start of each placed chunk
+        self.gate = gate
+        self.sink_tokens = gate.k  # k: tokens recomputed at the start of each placed chunk
+        # Why blend is off on this model (None: on): its memory cannot take a chunk at another
+        # position, else its quality gate.
+        self.unavailable = model.blend_unsupported() or gate.refused
         self.scratch = model.scratch_seq
         self.shifter = StateShift(model)
         self._batch = model.new_batch()
@@ -63,7 +69,7 @@ class ChunkBlend:
             return "the prompt holds images"
         if not task.cache_prompt:
             return "cache_prompt is off"
-        return self.model.blend_unsupported()
+        return self.unavailable
 
     def apply(self, task: Task, slot: Slot) -> None:
         """Place the task's chunks after what its slot holds (`task.n_done` tokens); moves the
@@ -76,6 +82,7 @@ class ChunkBlend:
             task.kv_reuse, task.kv_reuse_reason = "prefix", reason
             return
         task.kv_reuse = "blend"
+        task.kv_reuse_agreement = self.gate.agreement
         prompt = task.request.prompt
         tokens = prompt.text_tokens(0, len(prompt))
         k = self.sink_tokens

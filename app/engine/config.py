@@ -53,8 +53,10 @@ class EngineConfig:
     cache_journal: str = "kvchat"
     cache_reuse: int = 0  # min run to reuse by KV shifting (--cache-reuse); 0 = off
     # Blend (app/engine/chunk_blend.py): tokens recomputed at the start of each placed chunk;
-    # < 0: the model's measured default (app/engine/sink_default.py).
+    # < 0: the model's measured default. Blend past the model's quality gate (app/engine/
+    # blend_gate.py): on where its answers were not measured close enough to full prefill's.
     blend_sink_tokens: int = -1
+    blend_force: bool = False
     # Speculative decoding (app/engine/speculator.py): draft source, n-gram size, most draft
     # tokens one step carries (all slots together), shortest draft worth verifying, replies
     # kept per document as a draft source.

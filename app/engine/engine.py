@@ -227,6 +227,9 @@ class Engine:
             m.n_seq_max,
             self.n_ctx_request,
             self.blend.sink_tokens,
+            self.blend.unavailable,
+            self.blend.gate.forced,
+            self.blend.gate.agreement.as_dict() if self.blend.gate.agreement else None,
         )
 
     async def cache_stats(self) -> CacheStats:
@@ -280,8 +283,9 @@ class Engine:
 
     @property
     def blend_unsupported(self) -> str | None:
-        """Why this model's KV cannot take chunks at any position (None: it can)."""
-        return self.model.blend_unsupported()
+        """Why blend is off on this model (None: on): its KV cannot take chunks at any position,
+        or its blended answers were not measured close enough to full prefill's."""
+        return self.blend.unavailable
 
     def has_chunk_kv(self, salt: str, head: list[int], tokens: list[int]) -> bool:
         """Whether a cache tier holds this chunk's own KV after `head` (blend) for `salt`.

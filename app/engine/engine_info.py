@@ -10,8 +10,8 @@ from app.engine.prefix_reuse import ReuseStats
 
 @dataclass(slots=True)
 class ModelInfo:
-    """The loaded model, how the engine shares its context (`GET /v1/models`' meta) and the k
-    blend uses on it (`GET /props`)."""
+    """The loaded model, how the engine shares its context (`GET /v1/models`' meta) and what
+    blend does on it (`GET /props`)."""
 
     n_ctx: int  # KV cells, all slots together
     n_ctx_train: int
@@ -19,6 +19,11 @@ class ModelInfo:
     n_slots: int
     n_ctx_request: int  # KV cells one request may use, prompt and reply
     blend_sink_tokens: int  # k: tokens blend recomputes at the start of each placed chunk
+    blend_unavailable: str | None = None  # why blend is off on this model (None: on)
+    blend_forced: bool = False  # on by --blend-force, past the quality gate
+    # Blend against full prefill on the quality set at k (app/engine/blend_gate.py; None: not
+    # measured).
+    blend_agreement: dict[str, float | int] | None = None
 
 
 @dataclass(slots=True)

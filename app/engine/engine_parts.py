@@ -18,6 +18,7 @@ from app.cache.disk_cache import DiskCache
 from app.cache.host_cache import HostCache
 from app.engine.arrivals import Arrivals
 from app.engine.background_pacer import BackgroundPacer
+from app.engine.blend_gate import model_gate
 from app.engine.chunk_blend import ChunkBlend
 from app.engine.config import EngineConfig
 from app.engine.draft_cost import DraftCost
@@ -30,7 +31,6 @@ from app.engine.prefix_reuse import PrefixReuse
 from app.engine.quiet_gate import QuietGate
 from app.engine.reply_memory import ReplyMemory
 from app.engine.scheduler import Scheduler
-from app.engine.sink_default import sink_tokens
 from app.engine.slot_files import SlotFiles
 from app.engine.speculator import Speculator
 from app.engine.stepper import Stepper
@@ -80,8 +80,8 @@ def build_parts(
         prefill_tail=lambda slot: slot.prefill_tail(model, batch),
     )
     chunks = ChunkKv(host, disk, model_fingerprint(config.model_path))
-    k = sink_tokens(config.blend_sink_tokens, model)
-    blend = ChunkBlend(model, chunks, k, forgotten=reuse.forgotten)
+    gate = model_gate(model, config.blend_sink_tokens, config.blend_force)
+    blend = ChunkBlend(model, chunks, gate, forgotten=reuse.forgotten)
     vision = (
         Vision(model, config.mmproj_path, config.n_threads, config.encoder_cache_bytes)
         if config.mmproj_path

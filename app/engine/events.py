@@ -23,6 +23,9 @@ class Timings:
     chunk_n: int = 0
     kv_reuse: str | None = None  # blend | prefix, when the request asked for blend
     kv_reuse_reason: str | None = None  # why blend fell back to prefix reuse
+    # Blend against full prefill on the quality set at this k (app/engine/blend_gate.py), sent
+    # with every blended reply: None there when the model was never measured (--blend-force).
+    kv_reuse_agreement: dict[str, float | int] | None = None
     # Speculative decoding: tokens drafted, and of those the ones the model agreed with.
     draft_n: int = 0
     draft_n_accepted: int = 0
@@ -35,9 +38,11 @@ class Timings:
             return 1000.0 * n / ms if ms > 0 else 0.0
 
         prefix_n = self.cache_n - self.chunk_n
-        reuse = {"kv_reuse": self.kv_reuse} if self.kv_reuse is not None else {}
+        reuse: dict[str, object] = {"kv_reuse": self.kv_reuse} if self.kv_reuse else {}
         if self.kv_reuse_reason is not None:
             reuse["kv_reuse_reason"] = self.kv_reuse_reason
+        if self.kv_reuse == "blend":
+            reuse["kv_reuse_agreement"] = self.kv_reuse_agreement
         # As llama-server: only for a request that drafted.
         draft = (
             {"draft_n": self.draft_n, "draft_n_accepted": self.draft_n_accepted}

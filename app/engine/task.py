@@ -22,6 +22,7 @@ from app.engine.sampler import Sampler
 from app.engine.text_stream import TextStream
 
 if TYPE_CHECKING:
+    from app.engine.blend_gate import Agreement
     from app.engine.draft_state import DraftState
 
 _ids = itertools.count(1)
@@ -68,6 +69,7 @@ class Task:
         self.chunk_n = 0  # of n_cached: placed from chunk KV (blend), not computed
         self.kv_reuse: str | None = None  # blend | prefix when the request asked for blend
         self.kv_reuse_reason: str | None = None  # why blend fell back
+        self.kv_reuse_agreement: Agreement | None = None  # blend's measured, when it blended
         self.deadline: float | None = None  # time.monotonic() past which the request fails
         self.t_queued = time.perf_counter()
         self.t_start = 0.0
@@ -197,6 +199,9 @@ class Task:
             chunk_n=self.chunk_n,
             kv_reuse=self.kv_reuse,
             kv_reuse_reason=self.kv_reuse_reason,
+            kv_reuse_agreement=(
+                self.kv_reuse_agreement.as_dict() if self.kv_reuse_agreement else None
+            ),
             draft_n=self.draft_n,
             draft_n_accepted=self.draft_n_accepted,
         )

@@ -11,3 +11,4 @@ def test_recomputing_every_token_agrees_with_full_prefill():
     assert row["model"] == "smollm2" and row["n"] == 1
     assert row["kl"] < 1e-3
     assert row["top1"] == 1.0 and row["exact"] == 1.0
+    assert row["f1"] == 1.0  # blend's own greedy answer: full prefill's, word for word

@@ -32,3 +32,6 @@ def test_quick_run_of_ours(tmp_path: Path):
     # Popular topics come back: some context is served from the cache.
     assert ours["cached_share"] > 0
     assert "| ours |" in (tmp_path / "doc-qa-quick.md").read_text()
+    # The blend rows time blend past the quality gate, and say what its answers are worth.
+    assert report["blend_gate"]["blend_forced"] is True
+    assert "forced past the quality gate" in (tmp_path / "doc-qa-quick.md").read_text()

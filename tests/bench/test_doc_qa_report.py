@@ -59,3 +59,20 @@ def test_each_blend_k_gets_its_own_targets():
     assert "blend, k=4, chunks in score order: ours / llama-server, mean TTFT: 0.20" in md
     assert "ours blend, k=4 vs prefix reuse, new combinations, mean TTFT: 0.25 (≤ 0.35: met)" in md
     assert "ours blend vs prefix reuse, new combinations, mean TTFT: 1.00 (≤ 0.35: not met)" in md
+
+
+def test_the_report_says_what_the_blend_rows_answers_are_worth():
+    gate = {
+        "blend_sink_tokens": 4,
+        "blend_forced": True,
+        "blend_agreement": {"k": 4, "exact_greedy": 0.0, "f1": 0.41, "questions": 12},
+    }
+    line = doc_qa_report.gate_line(gate)
+    assert line == (
+        "Blend at k = 4 (forced past the quality gate: --blend-force): its answers matched full "
+        "prefill's in 0% of the quality set (answer F1 0.41, bench.blend_quality at k = 4)."
+    )
+    unmeasured = {"blend_sink_tokens": 16, "blend_forced": False, "blend_agreement": None}
+    assert doc_qa_report.gate_line(unmeasured) == (
+        "Blend at k = 16: never measured against full prefill."
+    )

@@ -22,7 +22,9 @@ FACT = "The kvchat mascot is a teal otter named Pebble who lives in Lisbon."
 
 @pytest.fixture(scope="module")
 def server() -> Iterator[ServerProcess]:
-    with ServerProcess("-np", "2", "-c", "4096") as srv:
+    # Blend is off on the packaged SmolLM2 by its quality gate; the cache bar of a blended turn
+    # is what the last test shows.
+    with ServerProcess("-np", "2", "-c", "4096", "--blend-force") as srv:
         yield srv
 
 

@@ -115,8 +115,16 @@ async def props(services: ServicesDep):
             "n_ctx": info.n_ctx_request,
         },
         "total_slots": info.n_slots,
-        # Document requests' KV reuse: the server's default, and blend's k for this model.
-        "kv_reuse": {"default": settings.kv_reuse, "blend_sink_tokens": info.blend_sink_tokens},
+        # Document requests' KV reuse: the server's default, and what blend does on this model
+        # (its k, whether it is on and why not, its measured agreement with full prefill).
+        "kv_reuse": {
+            "default": settings.kv_reuse,
+            "blend_sink_tokens": info.blend_sink_tokens,
+            "blend_available": info.blend_unavailable is None,
+            "blend_reason": info.blend_unavailable,
+            "blend_forced": info.blend_forced,
+            "blend_agreement": info.blend_agreement,
+        },
         "model_alias": services.model_name,
         "model_path": settings.model_path(),
         "modalities": {"vision": services.engine.vision is not None, "audio": False},

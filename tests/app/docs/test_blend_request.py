@@ -1,5 +1,8 @@
 """Blend: which requests blend (request, then collection, then --kv-reuse), and through the
-real server `"kv_reuse": "blend"` on /ask, chat `rag`, session turns and collections."""
+real server `"kv_reuse": "blend"` on /ask, chat `rag`, session turns and collections. The
+packaged SmolLM2 does not pass blend's quality gate (app/engine/blend_gate.py): on a default
+server its blend requests keep prefix reuse and say why; the server of the blend tests forces
+blend on (--blend-force), and its replies carry the measured agreement."""
 
 from __future__ import annotations
 
@@ -10,6 +13,7 @@ import pytest
 
 from app.db.document_records import CollectionRecord
 from app.docs.blend_request import collection_blends, reuse_mode, wants_blend
+from app.engine.blend_gate import gate
 from tests.app.api.routes.test_documents import (
     CATS,
     ROCKETS,
@@ -51,9 +55,14 @@ def server(tmp_path_factory) -> Iterator[ServerProcess]:
     cache = tmp_path_factory.mktemp("kv")
     args = ["-np", "2", "-c", "4096", "--data-dir", str(data), "--cache-dir", str(cache)]
     # Only what these tests ask is cached: no document prefill at ingest.
-    args += ["--doc-prefill-tokens", "0", "--blend-sink-tokens", str(K)]
+    args += ["--doc-prefill-tokens", "0", "--blend-sink-tokens", str(K), "--blend-force"]
     with ServerProcess(*args) as srv:
         yield srv
+
+
+# What the gate says of the packaged model: refused by default, forced at K on the server above.
+REFUSED = gate("smollm2", "135m", -1, force=False)
+FORCED = gate("smollm2", "135m", K, force=True)
 
 
 @pytest.fixture(scope="module")
@@ -100,6 +109,9 @@ def test_a_new_combination_computes_k_tokens_per_chunk_and_the_question(server, 
     first = ask(server, col, "How long do cats sleep?", [docs["cats"], docs["rockets"]])
     # Chunks met for the first time are computed (each on its own): nothing is cached.
     assert first["timings"]["kv_reuse"] == "blend"
+    # Forced past the gate: the reply says how often blend matched full prefill at this k.
+    assert FORCED.agreement is not None
+    assert first["timings"]["kv_reuse_agreement"] == FORCED.agreement.as_dict()
     assert first["timings"]["cache_sources"]["chunk"] == 0
     assert first["usage"]["prompt_tokens_details"]["cached_tokens"] == 0
     ask(server, col, "Where is Etna?", [docs["volcano"]])
@@ -218,6 +230,47 @@ def test_a_collection_with_an_unknown_kv_reuse_is_refused(server):
     assert r.json()["error"]["param"] == "kv_reuse"
 
 
-def test_props_show_the_k_the_flag_set(server):
+def test_props_show_the_k_the_flag_set_and_blend_forced_on(server):
     props = call(server, "GET", "/props").json()
-    assert props["kv_reuse"] == {"default": "prefix", "blend_sink_tokens": K}
+    assert props["kv_reuse"] == {
+        "default": "prefix",
+        "blend_sink_tokens": K,
+        "blend_available": True,
+        "blend_reason": None,
+        "blend_forced": True,
+        "blend_agreement": FORCED.agreement.as_dict(),
+    }
+
+
+@pytest.fixture(scope="module")
+def default_server(tmp_path_factory) -> Iterator[ServerProcess]:
+    """The packaged model with no blend flag: the gate turns blend off."""
+    data = tmp_path_factory.mktemp("data-default")
+    args = ["-np", "2", "-c", "4096", "--data-dir", str(data), "--doc-prefill-tokens", "0"]
+    with ServerProcess(*args) as srv:
+        yield srv
+
+
+def test_without_the_force_flag_a_blend_question_keeps_prefix_reuse_and_says_why(default_server):
+    assert REFUSED.refused is not None and "0%" in REFUSED.refused
+    col = new_collection(default_server, "gated", kv_reuse="blend")
+    doc = upload_text(default_server, col, "cats.txt", CATS)["id"]
+    for body in ({"kv_reuse": "blend"}, {"kv_reuse": None}):  # the request's, the collection's
+        t = ask(default_server, col, "How long do cats sleep?", [doc], **body)["timings"]
+        assert t["kv_reuse"] == "prefix" and t["kv_reuse_reason"] == REFUSED.refused
+        assert t["cache_sources"]["chunk"] == 0 and "kv_reuse_agreement" not in t
+    rag = {"collection_ids": [col], "document_ids": [doc], "top_k": 1, "kv_reuse": "blend"}
+    chat = chat_turn(default_server, "Do cats purr?", rag)["timings"]
+    assert chat["kv_reuse"] == "prefix" and chat["kv_reuse_reason"] == REFUSED.refused
+
+
+def test_props_say_blend_is_off_and_why(default_server):
+    props = call(default_server, "GET", "/props").json()
+    assert props["kv_reuse"] == {
+        "default": "prefix",
+        "blend_sink_tokens": REFUSED.k,
+        "blend_available": False,
+        "blend_reason": REFUSED.refused,
+        "blend_forced": False,
+        "blend_agreement": REFUSED.agreement.as_dict(),
+    }

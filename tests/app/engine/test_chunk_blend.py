@@ -21,7 +21,11 @@ ETNA = "[3] etna.txt\nMount Etna is an active volcano in Sicily; lava runs down 
 
 @pytest.fixture(scope="module")
 def engine(model_path: str):
-    eng = Engine(EngineConfig(model_path=model_path, n_ctx=2048, n_parallel=2, blend_sink_tokens=K))
+    # The packaged SmolLM2 does not pass blend's quality gate: forced, as a deployment may.
+    config = EngineConfig(
+        model_path=model_path, n_ctx=2048, n_parallel=2, blend_sink_tokens=K, blend_force=True
+    )
+    eng = Engine(config)
     eng.start()
     yield eng
     eng.stop()

@@ -1,11 +1,13 @@
 """ChunkBlend's gaps on a small fake of llama.cpp's memory (positions per sequence): every
 chunk is placed, then each gap is decoded in order; a gap without room cuts the slot back to
-it and only the chunks before it count."""
+it and only the chunks before it count. Where blend's quality gate turns it off, nothing is
+placed and the task says why; where it is forced on, the task carries the measured agreement."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
+from app.engine.blend_gate import Agreement, BlendGate
 from app.engine.blend_plan import BlendPlan, ChunkSpan
 from app.engine.chunk_blend import ChunkBlend
 from app.engine.request import GenerationRequest
@@ -97,7 +99,9 @@ HEAD = [1, 2, 3]
 CHUNKS = {"a": tuple(range(10, 20)), "b": tuple(range(20, 30)), "c": tuple(range(30, 40))}
 
 
-def blend_request(room: int) -> tuple[FakeModel, Task, Slot, list[ChunkSpan]]:
+def blend_request(
+    room: int, gate: BlendGate | None = None
+) -> tuple[FakeModel, Task, Slot, list[ChunkSpan]]:
     prompt = [*HEAD]
     spans = []
     for name, tokens in CHUNKS.items():
@@ -107,7 +111,7 @@ def blend_request(room: int) -> tuple[FakeModel, Task, Slot, list[ChunkSpan]]:
     prompt += [7, 8, 9]  # the question
     request = GenerationRequest(TokenSequence(prompt), blend=BlendPlan(HEAD, spans))
     model = FakeModel(room)
-    blend = ChunkBlend(model, FakeChunks(), K, set())  # type: ignore[arg-type]
+    blend = ChunkBlend(model, FakeChunks(), gate or BlendGate(K), set())  # type: ignore[arg-type]
     task, slot = Task(request, lambda event: None, True), Slot(0)
     model.seqs[0] = set(range(len(HEAD)))  # prefix reuse gave the head
     slot.cache.extend(HEAD)
@@ -133,3 +137,27 @@ def test_a_gap_without_room_cuts_the_slot_back_to_it():
     assert model.seqs[SCRATCH] == set()
     assert slot.documents == {"a"}
     assert task.chunk_n == len(CHUNKS["a"]) - K
+
+
+def test_a_model_the_gate_turns_off_keeps_prefix_reuse_and_says_why():
+    why = "blend is off for this model: its blended answers matched full prefill in 0%"
+    model, task, slot, _ = blend_request(room=100, gate=BlendGate(K, why, Agreement(K, 0.0, 0.4)))
+    assert (task.kv_reuse, task.kv_reuse_reason) == ("prefix", why)
+    assert task.n_done == len(HEAD) == len(slot.cache) and task.chunk_n == 0
+    assert model.seqs[0] == set(range(len(HEAD))) and slot.blended_from is None
+    timings = task.timings().as_dict()
+    assert timings["kv_reuse_reason"] == why and "kv_reuse_agreement" not in timings
+
+
+def test_forced_blend_places_the_chunks_and_its_reply_carries_the_measured_agreement():
+    measured = Agreement(K, 0.0, 0.4)
+    _, task, _, spans = blend_request(room=100, gate=BlendGate(K, None, measured, forced=True))
+    assert task.kv_reuse == "blend" and task.kv_reuse_reason is None
+    assert task.n_done == spans[-1].end
+    timings = task.timings().as_dict()
+    assert timings["kv_reuse_agreement"] == measured.as_dict()
+    assert measured.as_dict() == {"k": K, "exact_greedy": 0.0, "f1": 0.4, "questions": 12}
+    assert "kv_reuse_reason" not in timings
+    # A model nobody measured, forced: the agreement is unknown, and said so.
+    _, unmeasured, _, _ = blend_request(room=100, gate=BlendGate(K, None, None, forced=True))
+    assert unmeasured.timings().as_dict()["kv_reuse_agreement"] is None

@@ -12,6 +12,7 @@ import httpx
 import openai
 import pytest
 
+from app.engine.blend_gate import BAR
 from bench.server_process import ServerProcess
 
 SYSTEM = (
@@ -656,7 +657,11 @@ def test_props_describe_the_server_as_llama_server_does(server: ServerProcess):
     assert props["eos_token"] == "<|im_end|>"
     assert props["modalities"]["vision"] is False
     assert props["endpoint_slots"] is True and props["endpoint_metrics"] is True
-    # No --blend-sink-tokens: the packaged SmolLM2's measured k (app/engine/sink_default.py).
-    assert props["kv_reuse"] == {"default": "prefix", "blend_sink_tokens": 4}
+    # No blend flag: the packaged SmolLM2 does not pass blend's quality gate
+    # (app/engine/blend_gate.py), and /props says why.
+    reuse = props["kv_reuse"]
+    assert reuse["default"] == "prefix" and reuse["blend_available"] is False
+    assert reuse["blend_reason"].startswith("blend is off for this model")
+    assert reuse["blend_forced"] is False and reuse["blend_agreement"]["exact_greedy"] < BAR
     changed = httpx.post(server.base_url + "/props", json={})
     assert changed.status_code == 405  # settings do not change at run time
