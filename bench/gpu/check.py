@@ -11,7 +11,8 @@ Per model it runs bench.compare's prefix-reuse scenarios (warm TTFT), aggregate 
 and `--more-clients` clients, single-stream decode and session churn, document QA (prefix and
 blend) and speculation on quoting answers, the two servers alternating and each row repeated as
 bench.compare does; the parts that need nginx, PostgreSQL or ingestion speed stay on the CPU
-bench. `--rehearsal` runs bench.compare's --quick plans (the CPU rehearsal in `make test`).
+bench. `--rehearsal` runs bench.compare's --quick plans without speculation (the CPU rehearsal
+in `make test`).
 
 Writes DIR/gpu-check.md (the card, the flags and, per model, the headline table: ours,
 llama-server, the ratio and its target) and DIR/gpu-check.json (every part's raw figures) after
@@ -52,8 +53,8 @@ def compare_args(args: argparse.Namespace, model: str, out: Path) -> list[str]:
     argv += ["--ctx-size", str(args.ctx_size)]
     if args.more_clients:
         argv += ["--more-clients", args.more_clients]
-    if args.rehearsal:
-        argv.append("--quick")
+    if args.rehearsal:  # the kit and the script are rehearsed, not every part of the bench
+        argv += ["--quick", "--no-speculation"]
     return argv
 
 
@@ -103,7 +104,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--parallel", type=int, default=32)
     p.add_argument("--ctx-size", type=int, default=65536)
     p.add_argument("--more-clients", default="32")
-    p.add_argument("--rehearsal", action="store_true", help="bench.compare's --quick plans")
+    p.add_argument("--rehearsal", action="store_true", help="--quick plans, no speculation")
     p.add_argument("--servers", default="ours,llama-server", help="ours alone: no llama-server")
     p.add_argument("--out", type=Path, required=True)
     args = p.parse_args(argv)

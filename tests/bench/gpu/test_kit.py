@@ -52,6 +52,7 @@ def test_the_kit_holds_what_the_gpu_machine_lacks(built: Path) -> None:
 
 def test_the_rehearsal_runs_the_check_on_the_cpu(built: Path, tmp_path: Path) -> None:
     out = tmp_path / "out"
+    with_llama_server = LLAMA_SERVER.exists()  # the script looks once, before the rows
     env = {k: v for k, v in os.environ.items() if not k.startswith(("LLAMA_CPP", "MTMD"))}
     run = subprocess.run(
         ["scripts/gpu_check.sh", "--rehearsal", "--kit", str(built), "--out", str(out)],
@@ -72,9 +73,8 @@ def test_the_rehearsal_runs_the_check_on_the_cpu(built: Path, tmp_path: Path) ->
     assert ours["scenarios"] and not ours["errors"]
     assert set(report["throughput_names"]) <= set(ours["throughput"])
     assert report["decode_churn"] and report["doc_qa"]
-    if LLAMA_SERVER.exists():
+    if with_llama_server:
         assert report["servers"]["llama-server"]["scenarios"]
-        assert report["speculation"]
     # The kit's llama_cpp package (no libraries of its own) was the one loaded.
     steps = (out / "steps.log").read_text()
     assert "llama_cpp: /tmp/kvchat-gpu-" in steps and "done (status 0)" in steps
