@@ -137,11 +137,11 @@ class _EngineCollector(Collector):
                     family.add_metric([kind], n)
         yield from (queued, running, completed)
 
-    def describe(self) -> Iterator[GaugeMetricFamily]:
+    def describe(self) -> Iterator[GaugeMetricFamily | CounterMetricFamily]:
         # Names only: lets the registry check for duplicates without touching the engine.
         return self._families(None)
 
-    def collect(self) -> Iterator[GaugeMetricFamily]:
+    def collect(self) -> Iterator[GaugeMetricFamily | CounterMetricFamily]:
         try:
             g = self._state()
         except Exception:
