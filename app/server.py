@@ -67,8 +67,12 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         def gauges() -> EngineGauges:  # read at scrape time, once the engine runs
             slots = engine.slots()
             busy = sum(1 for s in slots if s.state != "idle")
+            bg, pending = engine.background_tasks(), docs.background_pending()
+            # Document requests not handed to the engine yet wait too.
+            waiting = {kind: n + pending.get(kind, 0) for kind, n in bg.queued.items()}
+            counts = (waiting, bg.running, bg.completed)
             return EngineGauges(
-                len(slots), busy, engine.n_waiting, engine.n_arriving, engine.n_yielding
+                len(slots), busy, engine.n_waiting, engine.n_arriving, bg.yielding, *counts
             )
 
         metrics = Metrics(gauges)

@@ -1,6 +1,6 @@
 """A client request while documents are ingested and prefilled, against the same request idle.
 
-    python -m bench.background [--quick] [--out DIR]
+    python -m bench.background [--quick] [--chunk-kv] [--out DIR]
 
 One server (ours, the bench's flags: -np 4 -c 8192 -t 2, default document prefill). The client
 request is a plain chat with ~400 new prompt tokens (a fresh document each time, so nothing is
@@ -10,8 +10,17 @@ cached) and 8 reply tokens, timed to its first token (streamed):
 - busy: right after N documents (~1,500 tokens each) are uploaded, one request after another
   with a short pause between them, while the server embeds and prefills them. A busy request
   counts only if background work was still pending when it ended (else the row says so).
-The row's ratio is busy / idle mean TTFT (target <= 1.2). `python -m bench.compare` runs it
-after its other rows (`--no-background` skips it).
+The row's ratio is busy / idle mean TTFT (target <= 1.2).
+
+The chunk KV row: in a collection that blends, each chunk's own KV is computed in the background
+after the documents' prefixes. Each round is a fresh server: the same chat request on the truly
+idle server (before any upload), then D documents uploaded to a collection that blends and,
+once every one is ready and their prefixes are computed (a document's `kv` says `running`), the
+request again while chunk KV is being computed (`/metrics`: background tasks queued or running),
+so idle and busy requests alternate round by round. The ratio is busy / idle mean TTFT over all
+rounds (target <= 1.2); a busy request counts only if chunk KV work was still pending when it
+ended. `python -m bench.compare` runs both rows after its other rows (`--no-background` skips
+them); `--chunk-kv` runs the chunk KV row alone.
 """
 
 from __future__ import annotations
@@ -47,6 +56,20 @@ class Plan:
 
 FULL = Plan(documents=24, doc_paragraphs=23, idle=8, busy=8, gap_s=0.5)
 QUICK = Plan(documents=4, doc_paragraphs=8, idle=2, busy=2, gap_s=0.2)
+CHUNK_NAME = "chat TTFT while chunk KV is computed"
+
+
+@dataclass(frozen=True)
+class ChunkPlan:
+    rounds: int  # fresh servers, one after another
+    documents: int  # uploaded at once to a collection that blends
+    doc_paragraphs: int  # ~65 tokens each
+    requests: int  # idle requests, and busy ones, per round
+    gap_s: float  # pause before each busy request
+
+
+CHUNK_FULL = ChunkPlan(rounds=3, documents=6, doc_paragraphs=23, requests=3, gap_s=0.5)
+CHUNK_QUICK = ChunkPlan(rounds=1, documents=2, doc_paragraphs=8, requests=1, gap_s=0.2)
 
 
 def client_request(base: str) -> Result:
@@ -66,7 +89,14 @@ def pending(base: str, ids: list[str]) -> int:
     return n
 
 
-def run(model: str, quick: bool) -> dict:
+def run(model: str, quick: bool, ingestion: bool = True) -> dict:
+    """Both rows (`ingestion` False: the chunk KV row alone)."""
+    out = run_ingestion(model, quick) if ingestion else {}
+    out["chunk_kv"] = run_chunk_kv(model, quick)
+    return out
+
+
+def run_ingestion(model: str, quick: bool) -> dict:
     plan = QUICK if quick else FULL
     out: dict = {"plan": plan.__dict__}
     with peers.ours(model) as peer:
@@ -109,15 +139,107 @@ def run(model: str, quick: bool) -> dict:
     return out
 
 
+def chunk_kv_pending(base: str) -> int:
+    """Chunk KV requests queued or running (/metrics)."""
+    text = httpx.get(f"{base}/metrics", timeout=60).text
+    prefixes = (
+        'kvchat_background_tasks_queued{kind="chunk_kv"}',
+        'kvchat_background_tasks_running{kind="chunk_kv"}',
+    )
+    return sum(
+        int(float(line.split()[-1])) for line in text.splitlines() if line.startswith(prefixes)
+    )
+
+
+def chunk_kv_round(model: str, plan: ChunkPlan) -> dict:
+    """One fresh server: idle requests before any upload, then requests while chunk KV runs."""
+    with peers.ours(model) as peer:
+        base = peer.base_url
+        client_request(base)  # warm-up
+        idle = [client_request(base).ttft for _ in range(plan.requests)]
+        body = {"name": "bg", "kv_reuse": "blend"}
+        col = httpx.post(f"{base}/v1/collections", json=body, timeout=60).json()["id"]
+        t0 = time.perf_counter()
+        ids = [
+            httpx.post(
+                f"{base}/v1/collections/{col}/documents",
+                json={"filename": f"d{i}.txt", "text": long_document(plan.doc_paragraphs)},
+                timeout=60,
+            ).json()["id"]
+            for i in range(plan.documents)
+        ]
+        while not any(
+            (httpx.get(f"{base}/v1/documents/{i}", timeout=60).json().get("kv") or {}).get("state")
+            in ("running", "done")
+            for i in ids
+        ):
+            time.sleep(0.1)
+        started = time.perf_counter() - t0
+        busy, overlapped = [], 0
+        for _ in range(plan.requests):
+            time.sleep(plan.gap_s)
+            busy.append(client_request(base).ttft)
+            overlapped += chunk_kv_pending(base) > 0
+    return {"idle": idle, "busy": busy, "overlapped": overlapped, "chunk_kv_from_s": started}
+
+
+def run_chunk_kv(model: str, quick: bool) -> dict:
+    plan = CHUNK_QUICK if quick else CHUNK_FULL
+    rounds = [chunk_kv_round(model, plan) for _ in range(plan.rounds)]
+    idle = [t for r in rounds for t in r["idle"]]
+    busy = [t for r in rounds for t in r["busy"]]
+    return {
+        "plan": plan.__dict__,
+        "rounds": rounds,
+        "idle_mean": statistics.fmean(idle),
+        "busy_mean": statistics.fmean(busy),
+        "overlapped": sum(r["overlapped"] for r in rounds),
+    }
+
+
 def targets(report: dict) -> list[Target]:
-    if "busy_mean" not in report:
-        return []
-    return [target(NAME, report["busy_mean"], report["idle_mean"], 1.2, at_most=True)]
+    out = []
+    if "busy_mean" in report:
+        out.append(target(NAME, report["busy_mean"], report["idle_mean"], 1.2, at_most=True))
+    chunk = report.get("chunk_kv")
+    if chunk:
+        out.append(target(CHUNK_NAME, chunk["busy_mean"], chunk["idle_mean"], 1.2, at_most=True))
+    return out
+
+
+def chunk_markdown(chunk: dict) -> list[str]:
+    plan = chunk["plan"]
+    lines = [
+        "",
+        f"Chunk KV: {plan['rounds']} rounds, each a fresh server: the request {plan['requests']} "
+        f"times before any upload, then {plan['documents']} documents of "
+        f"~{65 * plan['doc_paragraphs']} tokens uploaded to a collection that blends and the "
+        f"request {plan['requests']} times while their chunks' KV is computed "
+        f"({chunk['overlapped']} of them ended with chunk KV still pending).",
+        "",
+        "| round | idle mean TTFT s | during chunk KV s | ratio |",
+        "|---|---:|---:|---:|",
+    ]
+    for i, r in enumerate(chunk["rounds"], 1):
+        idle, busy = statistics.fmean(r["idle"]), statistics.fmean(r["busy"])
+        lines.append(f"| {i} | {idle:.3f} | {busy:.3f} | {busy / idle:.2f} |")
+    ratio = chunk["busy_mean"] / chunk["idle_mean"]
+    lines.append(f"| all | {chunk['idle_mean']:.3f} | {chunk['busy_mean']:.3f} | {ratio:.2f} |")
+    return lines
 
 
 def markdown(report: dict) -> str:
+    lines = [] if "plan" not in report else ingestion_markdown(report)
+    if report.get("chunk_kv"):
+        lines += chunk_markdown(report["chunk_kv"])
+    for name, ratio, bound, verdict in targets(report):
+        lines += ["", f"{name}, during / idle mean TTFT: {ratio:.2f} ({bound}: {verdict})"]
+    return "\n".join(lines).lstrip("\n") + "\n"
+
+
+def ingestion_markdown(report: dict) -> list[str]:
     plan = report["plan"]
-    lines = [
+    return [
         f"Background work: {plan['documents']} documents of ~{65 * plan['doc_paragraphs']} "
         f"tokens uploaded at once, ingested and prefilled in {report['background_s']:.1f} s; a "
         f"chat request of {report['prompt_tokens']} prompt tokens (nothing cached), "
@@ -129,22 +251,21 @@ def markdown(report: dict) -> str:
         f"| idle server | {report['idle_mean']:.3f} | {max(report['idle']):.3f} |",
         f"| during ingestion and prefill | {report['busy_mean']:.3f} | {max(report['busy']):.3f} |",
     ]
-    for _, ratio, bound, verdict in targets(report):
-        lines += ["", f"during / idle, mean TTFT: {ratio:.2f} ({bound}: {verdict})"]
-    return "\n".join(lines) + "\n"
 
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m bench.background", allow_abbrev=False)
     p.add_argument("--quick", action="store_true", help="a few small documents: a smoke test")
+    p.add_argument("--chunk-kv", action="store_true", help="the chunk KV row alone")
     p.add_argument("--out", type=Path, default=RESULTS)
     args = p.parse_args(argv)
     from app.config_derived import packaged_model_path
 
-    report = run(packaged_model_path(), args.quick)
+    report = run(packaged_model_path(), args.quick, ingestion=not args.chunk_kv)
     table = markdown(report)
     args.out.mkdir(parents=True, exist_ok=True)
     stem = "background-quick" if args.quick else "background"
+    stem += "-chunk-kv" if args.chunk_kv else ""
     (args.out / f"{stem}.md").write_text(f"# Background work\n\n{table}")
     (args.out / f"{stem}.json").write_text(json.dumps(report, indent=1))
     print(table)

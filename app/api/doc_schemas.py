@@ -8,6 +8,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from app.api.schemas import GenerationFields, NulFreeText
 from app.db.document_records import ChunkRecord, CollectionRecord, DocumentRecord
+from app.docs.doc_prefill import KvProgress
 from app.engine.sampler import SamplingParams
 from rag.chunker import DEFAULT_CHUNK_TOKENS, DEFAULT_OVERLAP_TOKENS
 
@@ -84,11 +85,15 @@ def collection_json(c: CollectionRecord) -> dict[str, Any]:
 
 
 def document_json(
-    d: DocumentRecord, duplicate: bool = False, prefill: str | None = None
+    d: DocumentRecord,
+    duplicate: bool = False,
+    prefill: str | None = None,
+    kv: KvProgress | None = None,
 ) -> dict[str, Any]:
     """`prefill`: queued | done | failed while this process prefills the document into the
     prefix cache (--doc-prefill-tokens), cached when a tier held it at start-up; null
-    otherwise."""
+    otherwise. `kv`: in a collection that blends, its chunks' own KV (pending | running | done |
+    failed, chunks done of total) once its prefill is queued; null otherwise."""
     ready = d.status == "ready"
     return {
         "id": d.id,
@@ -104,8 +109,13 @@ def document_json(
         "n_tokens": d.n_tokens,
         "metadata": d.metadata,
         "prefill": prefill,
+        "kv": None if kv is None else kv_json(kv),
         "created_at": int(d.created_at.timestamp()),
     }
+
+
+def kv_json(kv: KvProgress) -> dict[str, Any]:
+    return {"state": kv.state, "chunks_total": kv.chunks_total, "chunks_done": kv.chunks_done}
 
 
 def chunk_id(c: ChunkRecord) -> str:

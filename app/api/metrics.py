@@ -10,7 +10,7 @@ import dataclasses
 import json
 import logging
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from prometheus_client import (
     CONTENT_TYPE_LATEST,
@@ -20,7 +20,7 @@ from prometheus_client import (
     disable_created_metrics,
     generate_latest,
 )
-from prometheus_client.core import GaugeMetricFamily
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.registry import Collector
 
 from app.api.llamacpp_metrics import LlamaCppMetrics
@@ -68,6 +68,13 @@ class EngineGauges:
     queue_depth: int
     arriving: int = 0  # generation requests received, not yet queued (app/engine/arrivals.py)
     background_yielding: int = 0  # background workers (embedding) waiting for clients to end
+    # Background tasks by kind (app/engine/background_tasks.py): waiting, running, ended.
+    background_queued: dict[str, int] = field(default_factory=dict)
+    background_running: dict[str, int] = field(default_factory=dict)
+    background_completed: dict[str, int] = field(default_factory=dict)
+
+
+BACKGROUND_HELP = "prefill: a ready document's prefix; chunk_kv: a chunk's own KV for blend"
 
 
 class _EngineCollector(Collector):
@@ -76,7 +83,9 @@ class _EngineCollector(Collector):
     def __init__(self, state: Callable[[], EngineGauges]) -> None:
         self._state = state
 
-    def _families(self, g: EngineGauges | None) -> Iterator[GaugeMetricFamily]:
+    def _families(
+        self, g: EngineGauges | None
+    ) -> Iterator[GaugeMetricFamily | CounterMetricFamily]:
         specs = (
             ("kvchat_slots_total", "Number of slots.", "slots_total"),
             ("kvchat_slots_busy", "Number of requests processing.", "slots_busy"),
@@ -93,15 +102,46 @@ class _EngineCollector(Collector):
                 "background_yielding",
             ),
         )
-        for name, help_text, field in specs:
-            value = None if g is None else getattr(g, field)
+        for name, help_text, attr in specs:
+            value = None if g is None else getattr(g, attr)
             yield GaugeMetricFamily(name, help_text, value=value)
+        yield from self._background(g)
 
-    def describe(self) -> Iterator[GaugeMetricFamily]:
+    @staticmethod
+    def _background(
+        g: EngineGauges | None,
+    ) -> Iterator[GaugeMetricFamily | CounterMetricFamily]:
+        queued = GaugeMetricFamily(
+            "kvchat_background_tasks_queued",
+            f"Number of background tasks waiting to run, by kind ({BACKGROUND_HELP}).",
+            labels=["kind"],
+        )
+        running = GaugeMetricFamily(
+            "kvchat_background_tasks_running",
+            f"Number of background tasks holding a slot, by kind ({BACKGROUND_HELP}).",
+            labels=["kind"],
+        )
+        completed = CounterMetricFamily(
+            "kvchat_background_tasks_completed",
+            "Number of background tasks ended, by kind (prefill, chunk_kv, and compaction: the "
+            "KV cells in use packed).",
+            labels=["kind"],
+        )
+        if g is not None:
+            for family, counts in (
+                (queued, g.background_queued),
+                (running, g.background_running),
+                (completed, g.background_completed),
+            ):
+                for kind, n in counts.items():
+                    family.add_metric([kind], n)
+        yield from (queued, running, completed)
+
+    def describe(self) -> Iterator[GaugeMetricFamily | CounterMetricFamily]:
         # Names only: lets the registry check for duplicates without touching the engine.
         return self._families(None)
 
-    def collect(self) -> Iterator[GaugeMetricFamily]:
+    def collect(self) -> Iterator[GaugeMetricFamily | CounterMetricFamily]:
         try:
             g = self._state()
         except Exception:

@@ -17,7 +17,7 @@ from app.db.document_store import DocumentStore
 from app.db.store import Store
 from app.docs.blend_request import collection_blends
 from app.docs.deletion_watch import DeletionWatch
-from app.docs.doc_prefill import DocPrefill, SaltOf
+from app.docs.doc_prefill import DocPrefill, KvProgress, SaltOf
 from app.docs.doc_prompt import DocPrompter, token_counter
 from app.docs.ingest_lease import worker_id
 from app.docs.ingestor import Ingestor
@@ -115,6 +115,14 @@ class Documents:
         if state is None and self.prefill.enabled and self.ingestor.held(document_id):
             return "queued"  # ready; its prefill waits for the documents behind it
         return state
+
+    def kv_progress(self, document_id: str) -> KvProgress | None:
+        """Its chunks' own KV (blend) computed so far; None where none is computed here."""
+        return self.prefill.kv(document_id) if self.prefill is not None else None
+
+    def background_pending(self) -> dict[str, int]:
+        """Documents' requests not yet handed to the engine, by kind."""
+        return self.prefill.pending() if self.prefill is not None else {}
 
     def token_ids(self, chunks: list[ChunkRecord]) -> None:
         """Fill in token ids missing for this model (computed once, then stored)."""

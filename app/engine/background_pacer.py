@@ -4,7 +4,8 @@ A llama_decode cannot be interrupted, so a client request that arrives while bac
 (a document's prefill, an idle slot's next-turn boundary) is being computed waits for that batch
 to end. The pacer sizes background batches so that one takes at most `budget_s`: it keeps a
 running estimate of the background prefill rate (tokens per second, measured on the batches it
-sized) and gives `rate * budget_s` tokens, between `MIN_TOKENS` and the batch capacity. The
+sized; a slower batch lowers it at once, faster ones raise it gradually) and gives
+`rate * budget_s` tokens, between `MIN_TOKENS` and the batch capacity. The
 rate depends on the machine, the model and the context already held, so it is measured, never
 assumed; the first batch is `MIN_TOKENS`. The ingestion worker paces its embedding batches (in
 chunks, not tokens) with one too.
@@ -39,4 +40,9 @@ class BackgroundPacer:
         if n_tokens <= 0 or seconds <= 0:
             return
         rate = n_tokens / seconds
-        self.rate = rate if self.rate <= 0 else (1 - SMOOTHING) * self.rate + SMOOTHING * rate
+        if self.rate <= 0 or rate < self.rate:
+            # Slower than expected (the cores are shared, the context grew): the next batch
+            # shrinks at once, or a client arriving then would wait for one over the budget.
+            self.rate = rate
+        else:
+            self.rate = (1 - SMOOTHING) * self.rate + SMOOTHING * rate

@@ -26,6 +26,7 @@ from pathlib import Path
 
 from app.cache.state_file import cached_fingerprint
 from app.engine.arrivals import Arrival
+from app.engine.background_tasks import BackgroundTasks
 from app.engine.config import EngineConfig
 from app.engine.engine_info import CacheStats, ModelInfo
 from app.engine.engine_parts import build_parts
@@ -271,10 +272,11 @@ class Engine:
         scheduler's lists, good for a hint."""
         return self.scheduler.has_work
 
-    @property
-    def n_yielding(self) -> int:
-        """Background workers waiting in `wait_for_quiet` now."""
-        return self.quiet.n_waiting
+    def background_tasks(self) -> BackgroundTasks:
+        """Background work by kind: queued, running, ended (any thread: a snapshot)."""
+        done = {**self._loop.background_done, "compaction": self.compactor.compactions}
+        waiting = (*self.inbox.tasks(), *tuple(self.scheduler.waiting))
+        return BackgroundTasks.of(waiting, self.scheduler.active, done, self.quiet.n_waiting)
 
     def cached_length(self, salt: str, tokens: list[int]) -> int:
         """Leading tokens of `tokens` some cache tier holds for `salt` (slots, host, disk).

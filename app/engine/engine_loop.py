@@ -15,6 +15,7 @@ import threading
 import time
 
 from app.engine.arrivals import Arrivals
+from app.engine.background_tasks import TASK_KINDS, kind_of
 from app.engine.chunk_blend import ChunkBlend
 from app.engine.config import EngineConfig
 from app.engine.inbox import Inbox
@@ -57,6 +58,8 @@ class EngineLoop:
         self.dead = False  # the loop died: nothing will be served any more
         self._last_busy = 0.0  # time.monotonic() when the last step with requests ended
         self._park_pending = False  # idle slots with KV to move to host memory after a step
+        # Background tasks ended, by kind (read from other threads: /metrics).
+        self.background_done = dict.fromkeys(TASK_KINDS, 0)
 
     def run(self) -> None:
         try:
@@ -82,6 +85,10 @@ class EngineLoop:
                             self._wake.clear()
                             continue
                         self.outbox.flush_due()
+                        if not clients and self._clients_present():
+                            # A client came during a background step: parking and compaction
+                            # wait for the step after its first token, as for any client.
+                            continue
                         if self._park_pending:
                             self._park_pending = False
                             self.reuse.park_idle(save=True)
@@ -134,7 +141,8 @@ class EngineLoop:
             task.fail(f"the request exceeded the time limit of {limit:g} s", 504, "timeout")
         for task in self.scheduler.take_cancelled():
             task.finish("cancelled")  # no-op if it already finished
-        while (admission := self.scheduler.next_admission()) is not None:
+        arriving = bool(self.arrivals.pending)
+        while (admission := self.scheduler.next_admission(arriving)) is not None:
             self.outbox.flush()  # an admission may restore or place KV for a while
             task, slot = admission
             try:
@@ -210,3 +218,6 @@ class EngineLoop:
             slot.tail, slot.tail_due = tail, time.monotonic() + delay
         self.reuse.publish(slot)
         self.scheduler.release(task)
+        kind = kind_of(task.request)
+        if kind is not None:
+            self.background_done[kind] += 1

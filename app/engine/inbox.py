@@ -39,6 +39,11 @@ class Inbox:
         """Tasks put and not yet taken (read without the lock: a snapshot)."""
         return len(self._tasks)
 
+    def tasks(self) -> list[Task]:
+        """The tasks put and not yet taken (any thread: a copy)."""
+        with self._lock:
+            return list(self._tasks)
+
     def put_task(
         self,
         task: Task,

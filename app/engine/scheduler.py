@@ -125,16 +125,17 @@ class Scheduler:
                     return True
         return False
 
-    def next_admission(self) -> tuple[Task, Slot] | None:
+    def next_admission(self, clients_arriving: bool = False) -> tuple[Task, Slot] | None:
         """The first waiting task (FIFO) that has a slot now; removes it from the queue.
 
         A task whose prefix another task is computing right now waits for it (it does not block
         the tasks behind it) and then copies it from that slot's KV. Background tasks go only
-        while no client task waits or runs: they never take compute, a slot or KV cells from
-        one (a client in the queue sends the running background task back to it first)."""
+        while no client task waits or runs, or is being received (`clients_arriving`): they
+        never take compute, a slot or KV cells from one, nor delay its admission with theirs (a
+        client in the queue sends the running background task back to it first)."""
         if any(not t.request.background for t in self.waiting):
             self._pause_background()
-        busy = self.busy_with_clients
+        busy = self.busy_with_clients or clients_arriving
         background_running = any(t.request.background for t in self.active)
         for task in self.waiting:
             if task.request.background and (busy or background_running):

@@ -31,13 +31,16 @@ async def add_document(collection: CollectionDep, http: Request, tenant: TenantD
 @router.get("/collections/{collection_id}/documents")
 async def list_documents(collection_id: str, tenant: TenantDep, docs: DocsDep):
     found = await documents_in(docs, tenant, collection_id)
-    data = [document_json(d, prefill=docs.prefill_state(d.id)) for d in found]
+    data = [
+        document_json(d, prefill=docs.prefill_state(d.id), kv=docs.kv_progress(d.id)) for d in found
+    ]
     return {"object": "list", "data": data}
 
 
 @router.get("/documents/{document_id}")
 async def get_document(document: DocumentDep, docs: DocsDep):
-    return document_json(document, prefill=docs.prefill_state(document.id))
+    state, kv = docs.prefill_state(document.id), docs.kv_progress(document.id)
+    return document_json(document, prefill=state, kv=kv)
 
 
 @router.get("/documents/{document_id}/chunks")

@@ -98,6 +98,22 @@ def test_gauges_are_read_at_scrape_time(metrics: Metrics, engine: FakeEngine):
     assert value(metrics, "kvchat_slots_busy") == 0
 
 
+def test_background_tasks_are_gauged_and_counted_by_kind(metrics: Metrics, engine: FakeEngine):
+    engine.gauges = EngineGauges(
+        slots_total=2,
+        slots_busy=1,
+        queue_depth=0,
+        background_queued={"prefill": 0, "chunk_kv": 5},
+        background_running={"prefill": 0, "chunk_kv": 1},
+        background_completed={"prefill": 2, "chunk_kv": 7, "compaction": 1},
+    )
+    assert value(metrics, "kvchat_background_tasks_queued", kind="chunk_kv") == 5
+    assert value(metrics, "kvchat_background_tasks_queued", kind="prefill") == 0
+    assert value(metrics, "kvchat_background_tasks_running", kind="chunk_kv") == 1
+    assert value(metrics, "kvchat_background_tasks_completed_total", kind="chunk_kv") == 7
+    assert value(metrics, "kvchat_background_tasks_completed_total", kind="compaction") == 1
+
+
 def test_scrape_survives_an_engine_that_cannot_answer(metrics: Metrics, engine: FakeEngine):
     engine.fail = True
     body, _ = metrics.render()

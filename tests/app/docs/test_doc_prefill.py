@@ -20,6 +20,7 @@ from tests.app.api.routes.test_documents import (
     tail_tokens,
     upload_text,
 )
+from tests.app.api.routes.test_metrics_route import Samples, sample, scrape
 
 
 @pytest.fixture(scope="module")
@@ -73,6 +74,7 @@ def test_a_listed_document_shows_its_prefill_state(server):
     wait_prefilled(server, doc["id"])
     listed = call(server, "GET", f"/v1/collections/{col}/documents").json()["data"]
     assert [d["prefill"] for d in listed] == ["done"]
+    assert [d["kv"] for d in listed] == [None]  # the collection does not blend: no chunk KV
 
 
 def test_a_blending_collections_chunks_get_their_own_kv_in_the_background(tmp_path):
@@ -103,3 +105,53 @@ def test_a_blending_collections_chunks_get_their_own_kv_in_the_background(tmp_pa
     with ServerProcess(*args) as server:
         assert [prefill_state(server, doc_id) for doc_id in docs] == ["cached"] * 3
         first_question(server, col, "Do cats like volcanoes?", [docs[0], docs[2]])
+
+
+def background(samples: Samples, state: str) -> dict[str, float]:
+    kinds = (
+        ("prefill", "chunk_kv", "compaction") if state == "completed" else ("prefill", "chunk_kv")
+    )
+    name = f"kvchat_background_tasks_{state}" + ("_total" if state == "completed" else "")
+    return {kind: sample(samples, name, kind=kind) for kind in kinds}
+
+
+def test_a_documents_chunk_kv_reports_its_progress_and_the_background_gauges_drain(tmp_path):
+    with ServerProcess("-np", "2", "-c", "4096", "--data-dir", str(tmp_path)) as server:
+        before = background(scrape(server), "completed")
+        col = new_collection(
+            server, "progress", kv_reuse="blend", chunk_tokens=32, overlap_tokens=0
+        )
+        text = " ".join((CATS, ROCKETS, VOLCANO, BREAD, TEA))
+        body = {"filename": "mixed.txt", "text": text}
+        r = call(server, "POST", f"/v1/collections/{col}/documents", json=body)
+        assert r.status_code == 202, r.text
+        doc_id = r.json()["id"]
+        seen: list[dict] = []
+        deadline = time.monotonic() + 300  # a guard against a hang, not a timing
+        while True:
+            doc = call(server, "GET", f"/v1/documents/{doc_id}").json()
+            assert doc["status"] in ("queued", "processing", "ready"), doc
+            if doc["kv"] is not None:
+                seen.append(doc["kv"])
+                if doc["kv"]["state"] in ("done", "failed"):
+                    break
+            assert time.monotonic() < deadline, (doc, seen)
+            time.sleep(0.05)
+        n_chunks = len(call(server, "GET", f"/v1/documents/{doc_id}/chunks").json()["data"])
+        assert n_chunks > 1
+        assert doc["status"] == "ready" and doc["prefill"] == "done"
+        assert seen[-1] == {"state": "done", "chunks_total": n_chunks, "chunks_done": n_chunks}
+        assert {kv["chunks_total"] for kv in seen} == {n_chunks}
+        done = [kv["chunks_done"] for kv in seen]
+        assert done == sorted(done) and all(0 <= n <= n_chunks for n in done)
+        assert {kv["state"] for kv in seen} <= {"pending", "running", "done"}
+        listed = call(server, "GET", f"/v1/collections/{col}/documents").json()["data"]
+        assert [d["kv"] for d in listed] == [seen[-1]]
+        # Nothing is left queued or running, and every request that ran was counted: the
+        # document's prefix and each of its chunks (none was cached before).
+        samples = scrape(server)
+        assert background(samples, "queued") == {"prefill": 0, "chunk_kv": 0}
+        assert background(samples, "running") == {"prefill": 0, "chunk_kv": 0}
+        after = background(samples, "completed")
+        assert after["prefill"] - before["prefill"] == 1
+        assert after["chunk_kv"] - before["chunk_kv"] == n_chunks

@@ -37,3 +37,13 @@ def test_at_a_steady_rate_a_batch_takes_about_the_budget(rate, budget):
         pacer.observe(n, n / rate)
     expected = max(MIN_TOKENS, int(rate * budget))
     assert abs(pacer.tokens() - expected) <= max(1, expected // 100)
+
+
+def test_a_slower_batch_shrinks_the_next_at_once_and_a_faster_one_grows_it_gradually():
+    pacer = BackgroundPacer(budget_s=0.05, capacity=512)
+    pacer.observe(100, 0.05)  # 2,000 tokens/s: 100 tokens a batch
+    assert pacer.tokens() == 100
+    pacer.observe(100, 0.2)  # the cores got busy: 500 tokens/s
+    assert pacer.tokens() == 25  # within the budget at the slower rate
+    pacer.observe(25, 0.0125)  # fast again: 2,000 tokens/s
+    assert 25 < pacer.tokens() < 100

@@ -108,6 +108,16 @@ def background_task(tokens: list[int]) -> Task:
     return Task(GenerationRequest(TokenSequence(tokens), background=True), lambda e: None, True)
 
 
+def test_background_work_is_not_admitted_while_a_client_request_is_being_received():
+    s = Scheduler(2, similarity=0.1)
+    background = background_task([1, 2, 3])
+    s.enqueue(background)
+    assert s.next_admission(clients_arriving=True) is None  # its admission would delay it
+    assert list(s.waiting) == [background]
+    admitted = s.next_admission()
+    assert admitted is not None and admitted[0] is background
+
+
 def test_a_step_carries_background_work_only_when_no_client_waits_or_runs():
     s = Scheduler(2, similarity=0.1)
     batch = Batch(64)
