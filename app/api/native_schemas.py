@@ -12,6 +12,8 @@ from typing import Any
 from pydantic import Field, field_validator
 
 from app.api.schemas import SETTING_NAMES, GenerationFields
+from app.engine.sampler import token_biases
+from app.engine.tokenizer import Tokenizer, eog_tokens
 
 # One prompt: text, token ids, or text and token ids mixed (llama-server's three forms).
 Prompt = str | list[int | str]
@@ -70,18 +72,26 @@ class NativeCompletionRequest(GenerationFields):
     def logprobs_n(self) -> int | None:
         return self.n_probs or None
 
-    def settings(self, seed: int, n_predict: int) -> dict[str, Any]:
-        """llama-server's `generation_settings`: what this request was generated with."""
+    def settings(
+        self, seed: int, n_predict: int, temperature: float, vocab: Tokenizer
+    ) -> dict[str, Any]:
+        """llama-server's `generation_settings`: what this request was generated with (the
+        server's seed, -n and --temp where it gives none; the logit biases by token, a text's
+        on each of its tokens, and ignore_eos's ban of the end-of-generation tokens)."""
         n = self.token_limit() or n_predict
+        biases = token_biases(self.bias_pairs(), lambda text: vocab.tokenize(text, False, False))
+        if self.ignore_eos:
+            biases += tuple((t, float("-inf")) for t in eog_tokens(vocab))
         return {
             "seed": self.seed if self.seed is not None else seed,
             **{name: getattr(self, name) for name in SETTING_NAMES},
+            "temperature": temperature if self.temperature is None else self.temperature,
             "stop": self.stop_list(),
             "max_tokens": n,
             "n_predict": n,
-            # llama-server's form; a ban (false) is its -infinity, which JSON writes as null
+            # llama-server's form; a ban is its -infinity, which JSON writes as null
             "logit_bias": [
-                {"bias": None if b is False else b, "token": t} for t, b in self.logit_bias or []
+                {"bias": b if b > float("-inf") else None, "token": t} for t, b in biases
             ],
             "n_probs": self.n_probs,
             "grammar": self.grammar or "",
@@ -89,3 +99,7 @@ class NativeCompletionRequest(GenerationFields):
             "timings_per_token": self.timings_per_token,
             "post_sampling_probs": False,
         }
+
+
+def _bias(b: float) -> float | None:
+    return b if b > float("-inf") else None

@@ -76,7 +76,7 @@ async def _complete(
         tokens, text = await asyncio.to_thread(_prompt, services, prompt)
     except ValueError as e:
         raise RequestError(str(e), param="prompt") from e
-    seed, settings = services.settings.seed, services.settings
+    seed, settings, vocab = services.settings.seed, services.settings, services.engine.tokenizer
     # A streamed delta carries the timings so far: its slot, the prompt's progress, and the
     # timings of `timings_per_token`.
     request = body.generation(tokens, seed, timings_per_token=body.stream)
@@ -85,7 +85,7 @@ async def _complete(
         model=services.model_name,
         prompt=text,
         n_prompt=len(tokens),
-        settings=body.settings(seed, settings.n_predict),
+        settings=body.settings(seed, settings.n_predict, settings.temperature, vocab),
         n_probs=body.n_probs,
         return_tokens=body.return_tokens,
         timings_per_token=body.timings_per_token,

@@ -115,6 +115,14 @@ async def _conversation(
     return session, previous
 
 
+def _stateless(body: ResponsesRequest) -> tuple[str, list[ChatMessage]]:
+    """A request's own conversation: the system text (instructions and system items) and the
+    messages, that system text first."""
+    systems, new = input_messages(body.items())
+    system = "\n\n".join([*([body.instructions] if body.instructions else []), *systems])
+    return system, [*([ChatMessage(role="system", content=system)] if system else []), *new]
+
+
 def _echo(body: ResponsesRequest) -> dict[str, Any]:
     return {
         "max_output_tokens": body.max_output_tokens,
@@ -157,10 +165,9 @@ async def create_response(
     model = body.model or services.model_name
     turn: Turn
     if not body.store and body.previous_response_id is None:
-        system = "\n\n".join([*([body.instructions] if body.instructions else []), *systems])
-        messages = [ChatMessage(role="system", content=system)] if system else []
+        system, messages = _stateless(body)
         turn = await services.chats.from_messages(
-            [*messages, *new], None, None, tenant, cache_salt(http), build, tools=tools
+            messages, None, None, tenant, cache_salt(http), build, tools=tools
         )
         head = ResponseHead("resp_" + uuid.uuid4().hex, model, None, system or None)
     else:
@@ -184,6 +191,25 @@ async def create_response(
         if turn.undo is not None:  # refused before generation: as if never sent
             await turn.undo()
         raise
+
+
+@router.post("/responses/input_tokens")
+async def input_tokens(
+    body: ResponsesRequest, http: Request, services: ServicesDep, tenant: TenantDep
+):
+    """The prompt tokens a response to this request would start from, instructions and tools
+    included (llama-server's); nothing is generated or stored."""
+    if body.previous_response_id is not None:
+        raise RequestError(
+            "input_tokens counts a request's own input: leave previous_response_id out",
+            param="previous_response_id",
+        )
+    chat = _chat(body)
+    salt = cache_salt(http)
+    build = request_builder(chat, services.settings.seed, salt, "input")
+    _, messages = _stateless(body)
+    n = await services.chats.count_prompt(messages, tenant, salt, build, chat.tool_specs())
+    return {"object": "response.input_tokens", "input_tokens": n}
 
 
 @router.get("/responses/{response_id}")

@@ -8,6 +8,18 @@ from pydantic import ValidationError
 from app.api.native_schemas import NativeCompletionRequest
 
 
+class Vocab:
+    """A vocabulary of ten tokens, one per character; 9 ends generation."""
+
+    n_vocab = 10
+
+    def tokenize(self, text: str, add_special: bool, parse_special: bool) -> list[int]:
+        return [ord(c) % 9 for c in text]
+
+    def is_eog(self, token: int) -> bool:
+        return token == 9
+
+
 @pytest.mark.parametrize(
     ("sent", "prompt"),
     [
@@ -49,12 +61,25 @@ def test_generation_settings_say_what_the_request_gets():
     body = NativeCompletionRequest(
         prompt="x", temperature=0.2, stop="\n", logit_bias=[[5, False], [7, 1.5]], n_predict=-1
     )
-    settings = body.settings(seed=42, n_predict=-1)
+    vocab = Vocab()
+    settings = body.settings(42, -1, 0.8, vocab)
     assert settings["seed"] == 42 and settings["temperature"] == 0.2
     assert settings["stop"] == ["\n"] and settings["n_predict"] == -1
     assert settings["logit_bias"] == [{"bias": None, "token": 5}, {"bias": 1.5, "token": 7}]
-    assert NativeCompletionRequest(prompt="x", n_predict=9, seed=3).settings(42, -1)["seed"] == 3
-    assert NativeCompletionRequest(prompt="x", n_predict=9).settings(42, -1)["n_predict"] == 9
+    seeded = NativeCompletionRequest(prompt="x", n_predict=9, seed=3)
+    assert seeded.settings(42, -1, 0.8, vocab)["seed"] == 3
+    plain = NativeCompletionRequest(prompt="x", n_predict=9).settings(42, -1, 0.8, vocab)
+    assert plain["n_predict"] == 9 and plain["temperature"] == 0.8  # the server's --temp
+
+
+def test_generation_settings_show_text_biases_by_token_and_ignore_eos_bans():
+    body = NativeCompletionRequest(prompt="x", logit_bias={"ab": -2}, ignore_eos=True)
+    biases = body.settings(42, -1, 0.8, Vocab())["logit_bias"]
+    assert biases == [
+        {"bias": -2, "token": ord("a") % 9},
+        {"bias": -2, "token": ord("b") % 9},
+        {"bias": None, "token": 9},  # ignore_eos bans every end-of-generation token
+    ]
 
 
 def test_probabilities_after_sampling_are_refused_not_ignored():
