@@ -46,8 +46,9 @@ async def messages(body: MessagesRequest, http: Request, services: ServicesDep, 
     salt = cache_salt(http)
     build = request_builder(chat, services.settings.seed, salt, "messages")
     tools = chat.tool_specs()
+    messages, end = chat.prompt_end()  # a last assistant message is a prefill, as Anthropic's
     turn = await services.chats.from_messages(
-        chat.messages, None, None, tenant, salt, build, tools=tools
+        messages, None, None, tenant, salt, build, tools=tools, end=end
     )
     known = {t.name for t in tools} if chat.calls_allowed() else set()
     model = body.model or services.model_name
@@ -64,5 +65,6 @@ async def count_tokens(
     chat = _chat(body)
     salt = cache_salt(http)
     build = request_builder(chat, services.settings.seed, salt, "messages")
-    n = await services.chats.count_prompt(chat.messages, tenant, salt, build, chat.tool_specs())
+    messages, end = chat.prompt_end()
+    n = await services.chats.count_prompt(messages, tenant, salt, build, chat.tool_specs(), end)
     return {"input_tokens": n}

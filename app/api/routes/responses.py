@@ -50,7 +50,8 @@ from app.chat.tools import ReplyParser, ToolCall
 from app.db.records import SessionRecord
 from app.engine.request import RequestError
 
-router = APIRouter(prefix="/v1")
+# The generating routes also without /v1, as llama-server serves them (left out of the schema).
+router = APIRouter()
 
 
 def _not_found(rid: str, param: str | None = None) -> RequestError:
@@ -152,7 +153,8 @@ RESPONSE_LINKS = openapi_links(
 )
 
 
-@router.post("/responses", responses={200: {**STREAMING[200], "links": RESPONSE_LINKS}})
+@router.post("/v1/responses", responses={200: {**STREAMING[200], "links": RESPONSE_LINKS}})
+@router.post("/responses", include_in_schema=False)
 async def create_response(
     body: ResponsesRequest, http: Request, services: ServicesDep, tenant: TenantDep
 ):
@@ -184,6 +186,9 @@ async def create_response(
         rid = make_response_id(session.id, stored.inputs[-1].id)
         head = ResponseHead(rid, model, previous, session.system_prompt)
     head.echo = _echo(body)
+    head.timings_per_token, head.return_progress = body.timings_per_token, body.return_progress
+    if body.stream and (body.timings_per_token or body.return_progress):
+        turn.request.timings_per_token = True  # the engine's timings on each text delta
     reply = Reply(ChatShape, "responses", turn.on_end, writer=ResponsesWriter(head, parser))
     try:
         return await respond(services, turn.request, chat, reply, http)
@@ -193,7 +198,8 @@ async def create_response(
         raise
 
 
-@router.post("/responses/input_tokens")
+@router.post("/v1/responses/input_tokens")
+@router.post("/responses/input_tokens", include_in_schema=False)
 async def input_tokens(
     body: ResponsesRequest, http: Request, services: ServicesDep, tenant: TenantDep
 ):
@@ -212,7 +218,7 @@ async def input_tokens(
     return {"object": "response.input_tokens", "input_tokens": n}
 
 
-@router.get("/responses/{response_id}")
+@router.get("/v1/responses/{response_id}")
 async def get_response(response_id: str, stored: StoredDep, services: ServicesDep):
     session, found = stored
     previous = None
@@ -243,7 +249,7 @@ async def get_response(response_id: str, stored: StoredDep, services: ServicesDe
     return response_object(head, status, output, usage, reason)
 
 
-@router.delete("/responses/{response_id}")
+@router.delete("/v1/responses/{response_id}")
 async def delete_response(response_id: str, stored: StoredDep, services: ServicesDep):
     """The response and what followed it in its conversation (later responses built on it)."""
     session, found = stored

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from pydantic import ValidationError
 
-from app.api.native_schemas import NativeCompletionRequest
+from app.api.native_schemas import JsonPrompt, NativeCompletionRequest
 
 
 class Vocab:
@@ -38,13 +38,23 @@ def test_one_prompt_in_any_of_llama_servers_forms(sent: object, prompt: object):
 
 @pytest.mark.parametrize(
     ("sent", "prompts"),
-    [(["a", "b"], ["a", "b"]), ([[1], [2, "x"]], [[1], [2, "x"]])],
+    [
+        (["a", "b"], ["a", "b"]),
+        ([[1], [2, "x"]], [[1], [2, "x"]]),
+        ([[1], "a"], [[1], "a"]),  # as llama-server: no token id at the top, so several
+        ([[1], {"prompt_string": "a"}], [[1], JsonPrompt(prompt_string="a")]),
+    ],
 )
-def test_a_list_of_strings_or_of_lists_is_several_prompts(sent: object, prompts: object):
+def test_a_list_without_token_ids_is_several_prompts(sent: object, prompts: object):
     assert NativeCompletionRequest(prompt=sent).prompts() == prompts
 
 
-@pytest.mark.parametrize("mixed", [[[1], "a"], ["a", [1, 2]]])
+def test_a_prompt_object_is_one_prompt():
+    request = NativeCompletionRequest(prompt={"prompt_string": "Hi", "multimodal_data": ["eA=="]})
+    assert request.prompts() == [JsonPrompt(prompt_string="Hi", multimodal_data=["eA=="])]
+
+
+@pytest.mark.parametrize("mixed", [[1, [2]], ["a", 1, {"prompt_string": "b"}]])
 def test_prompts_mixed_with_the_pieces_of_one_are_refused_in_plain_words(mixed: object):
     with pytest.raises(ValidationError, match="mixes prompts with the pieces of one"):
         NativeCompletionRequest(prompt=mixed)
