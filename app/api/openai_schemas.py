@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import ClassVar
 
-from pydantic import Field, field_validator, model_validator
+from pydantic import Field, ValidationInfo, field_validator
 
 from app.api.schemas import GenerationFields, RagOptions
 from app.api.tool_schemas import ToolChoice, ToolDef, forced_tools, tool_specs
@@ -40,22 +40,22 @@ class ChatCompletionRequest(GenerationFields):
     @field_validator("messages")
     @classmethod
     def _one_assistant_at_the_end(cls, messages: list[ChatMessage]) -> list[ChatMessage]:
-        # llama-server's rule and words: one assistant message at the end is a reply to go on
-        # from; two in a row there are a mistake.
+        # llama-server's rules and words: one assistant message at the end is a reply to go on
+        # from; two in a row there are a mistake, and so is going on from tool calls.
         if len(messages) >= 2 and all(m.role == "assistant" for m in messages[-2:]):
             raise ValueError("Cannot have 2 or more assistant messages at the end of the list.")
+        if messages[-1].role == "assistant" and messages[-1].tool_calls:
+            raise ValueError("Cannot continue an assistant message that contains tool calls.")
         return messages
 
-    @model_validator(mode="after")
-    def _one_ending(self) -> ChatCompletionRequest:
-        # llama-server's rules and words.
-        if self.continue_final_message and self.add_generation_prompt:
+    @field_validator("continue_final_message")
+    @classmethod
+    def _one_ending(cls, v: bool, info: ValidationInfo) -> bool:
+        if v and info.data.get("add_generation_prompt", True):
             raise ValueError(
                 "Cannot set both add_generation_prompt and continue_final_message to true."
             )
-        if self._continued() is not None and self.messages[-1].tool_calls:
-            raise ValueError("Cannot continue an assistant message that contains tool calls.")
-        return self
+        return v
 
     def _continued(self) -> ChatMessage | None:
         last = self.messages[-1]

@@ -382,7 +382,7 @@ def test_prompt_longer_than_context_is_400_naming_both_sizes(server: ServerProce
             json.dumps({"messages": [{"role": "user", "content": "hi"}], "max_tokens": 0}).encode(),
             400,
         ),
-        (json.dumps({"messages": [{"role": "user", "content": "hi"}], "n": 2}).encode(), 400),
+        (json.dumps({"messages": [{"role": "user", "content": "hi"}], "n": 0}).encode(), 400),
         (json.dumps({"messages": [{"role": "user", "content": "hi"}], "id_slot": 9}).encode(), 400),
         (
             json.dumps(
