@@ -41,18 +41,9 @@ class NativeCompletionRequest(GenerationFields):
     return_tokens: bool = False  # the generated token ids in `tokens` (always in a stream)
     timings_per_token: bool = False  # `timings` in every streamed chunk
     return_progress: bool = False  # a `prompt_progress` chunk once the prompt is evaluated
-    # Probabilities after the sampling settings: this server reports them before (false).
+    # n_probs as probabilities after the sampling settings (`prob`, `top_probs`) instead of
+    # log-probabilities under the model.
     post_sampling_probs: bool = False
-
-    @field_validator("post_sampling_probs")
-    @classmethod
-    def _before_sampling(cls, v: bool) -> bool:
-        if v:
-            raise ValueError(
-                "probabilities after sampling are not supported: send it false or leave it out "
-                "(n_probs reports log-probabilities under the model, before sampling)"
-            )
-        return v
 
     @field_validator("prompt", mode="before")
     @classmethod
@@ -110,7 +101,7 @@ class NativeCompletionRequest(GenerationFields):
             "grammar": self.grammar or "",
             "samplers": SAMPLERS,
             "timings_per_token": self.timings_per_token,
-            "post_sampling_probs": False,
+            "post_sampling_probs": self.post_sampling_probs,
         }
 
 

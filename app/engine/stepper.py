@@ -22,6 +22,7 @@ from app.engine.events import TokenLogprob
 from app.engine.kv_room import make_room
 from app.engine.model import Model
 from app.engine.prefix_reuse import PrefixReuse
+from app.engine.sampled_probs import sampled_probs
 from app.engine.scheduler import Planned, Scheduler
 from app.engine.slot import Slot
 from app.engine.speculator import Speculator
@@ -177,7 +178,10 @@ class Stepper:
         room_left = self.n_ctx_request - slot.cache.n_pos - 1
         n_top = task.request.logprobs
         logprob = None
-        if n_top is not None and logits is not None:
+        if n_top is not None and logits is not None and task.request.post_sampling:
+            sampling = task.request.sampling
+            logprob = sampled_probs(logits, token, n_top, sampling, model.token_to_piece)
+        elif n_top is not None and logits is not None:
             logprob = token_logprob(model, logits, token, n_top)
         # A task that ends here has released its slot (Task._close -> _closed) already.
         task.on_token(token, model.token_to_piece(token), model.is_eog(token), room_left, logprob)

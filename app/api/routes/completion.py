@@ -87,7 +87,9 @@ async def _complete(
     seed, settings, vocab = services.settings.seed, services.settings, services.engine.tokenizer
     # A streamed delta carries the timings so far: its slot, the prompt's progress, and the
     # timings of `timings_per_token`.
-    request = body.generation(tokens, seed, timings_per_token=body.stream)
+    request = body.generation(
+        tokens, seed, timings_per_token=body.stream, post_sampling=body.post_sampling_probs
+    )
     await finish_request(request, body, cache_salt(http, body.cache_salt), "prompt")
     head = NativeHead(
         model=services.model_name,
@@ -95,6 +97,7 @@ async def _complete(
         n_prompt=len(tokens),
         settings=body.settings(seed, settings.n_predict, settings.temperature, vocab),
         n_probs=body.n_probs,
+        post_sampling=body.post_sampling_probs,
         return_tokens=body.return_tokens,
         timings_per_token=body.timings_per_token,
         return_progress=body.return_progress,

@@ -92,7 +92,6 @@ def test_generation_settings_show_text_biases_by_token_and_ignore_eos_bans():
     ]
 
 
-def test_probabilities_after_sampling_are_refused_not_ignored():
-    with pytest.raises(ValidationError, match="after sampling are not supported"):
-        NativeCompletionRequest(prompt="x", n_probs=2, post_sampling_probs=True)
-    assert NativeCompletionRequest(prompt="x", post_sampling_probs=False).n_probs == 0
+def test_probabilities_after_sampling_are_asked_for_and_reported():
+    body = NativeCompletionRequest(prompt="x", n_probs=2, post_sampling_probs=True)
+    assert body.settings(42, -1, 0.8, Vocab())["post_sampling_probs"] is True
