@@ -37,7 +37,7 @@ LLAMA_SERVER = ROOT / "build" / "llama-server" / "bin" / "llama-server"
 
 
 def copy_suite() -> None:
-    """The sdist's server tests and chat templates, fresh, into DEST."""
+    """The sdist's server tests and chat templates into DEST, once per sdist."""
     out = subprocess.run(
         [str(ROOT / "scripts" / "llama_sdist.sh")],
         check=True,
@@ -46,9 +46,13 @@ def copy_suite() -> None:
         env={**os.environ, "PYTHON": sys.executable},
     )
     llama = Path(out.stdout.strip().splitlines()[-1]) / "vendor" / "llama.cpp"
+    stamp = DEST / ".source"  # the sdist copied; a run beside this one may be reading the copy
+    if stamp.is_file() and stamp.read_text() == str(llama):
+        return
     shutil.rmtree(DEST, ignore_errors=True)
     shutil.copytree(llama / "tools" / "server" / "tests", TESTS)
     shutil.copytree(llama / "models" / "templates", DEST / "models" / "templates")
+    stamp.write_text(str(llama))
 
 
 def free_port() -> int:
