@@ -70,9 +70,19 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             bg, pending = engine.background_tasks(), docs.background_pending()
             # Document requests not handed to the engine yet wait too.
             waiting = {kind: n + pending.get(kind, 0) for kind, n in bg.queued.items()}
-            counts = (waiting, bg.running, bg.completed)
+            d = engine.decode_counts()
             return EngineGauges(
-                len(slots), busy, engine.n_waiting, engine.n_arriving, bg.yielding, *counts
+                len(slots),
+                busy,
+                engine.n_waiting,
+                engine.n_arriving,
+                bg.yielding,
+                background_queued=waiting,
+                background_running=bg.running,
+                background_completed=bg.completed,
+                n_decode=d.n_decode,
+                n_busy_slots=d.n_busy_slots,
+                n_draft_steps=d.n_draft_steps,
             )
 
         metrics = Metrics(gauges)
@@ -148,7 +158,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     )
     for module in routers:
         app.include_router(module.router, responses=ERROR_RESPONSES)
-    install_frontend(app)  # the built UI, for GETs no route takes
+    if settings.ui:
+        install_frontend(app)  # the built UI, for GETs no route takes
     return app
 
 

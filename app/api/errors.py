@@ -184,6 +184,8 @@ def validation_message(exc: RequestValidationError, request: Request) -> tuple[s
         return "the request body is not valid JSON", None
     body = getattr(exc, "body", None)
     if body is None or errors[0].get("loc") == ("body",):
+        if body and errors[0].get("type") == "value_error":  # a rule across fields
+            return _plain(errors[0]), None
         if body is None or body == b"" or errors[0].get("type") == "missing":
             required = _required_fields(request)
             fields = f" with {', '.join(repr(f) for f in required)}" if required else ""

@@ -23,7 +23,7 @@ from prometheus_client import (
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.registry import Collector
 
-from app.api.llamacpp_metrics import LlamaCppMetrics
+from app.api.llamacpp_metrics import LlamaCppMetrics, LlamaCppState
 from app.api.outcome import RequestOutcome
 
 log = logging.getLogger(__name__)
@@ -72,6 +72,10 @@ class EngineGauges:
     background_queued: dict[str, int] = field(default_factory=dict)
     background_running: dict[str, int] = field(default_factory=dict)
     background_completed: dict[str, int] = field(default_factory=dict)
+    # The client steps' llama_decode calls and the slots they carried (engine/decode_counts.py)
+    n_decode: int = 0
+    n_busy_slots: int = 0
+    n_draft_steps: int = 0
 
 
 BACKGROUND_HELP = "prefill: a ready document's prefix; chunk_kv: a chunk's own KV for blend"
@@ -225,11 +229,13 @@ class Metrics:
             self.cached_tokens.labels(source=source)
         r.register(_EngineCollector(state))
 
-        def busy_and_deferred() -> tuple[int, int]:
+        def llamacpp_state() -> LlamaCppState:
             g = state()
-            return g.slots_busy, g.queue_depth
+            return LlamaCppState(
+                g.slots_busy, g.queue_depth, g.n_decode, g.n_busy_slots, g.n_draft_steps
+            )
 
-        self.llamacpp = LlamaCppMetrics(r, busy_and_deferred)
+        self.llamacpp = LlamaCppMetrics(llamacpp_state)
 
     def observe(self, o: RequestOutcome) -> None:
         """Count one finished request and write its log line."""
@@ -256,4 +262,4 @@ class Metrics:
 
     def render(self) -> tuple[bytes, str]:
         """The text exposition and its content type, for the /metrics response."""
-        return generate_latest(self.registry), CONTENT_TYPE_LATEST
+        return generate_latest(self.registry) + self.llamacpp.render().encode(), CONTENT_TYPE_LATEST

@@ -4,7 +4,9 @@ last chunk (`stop: true`) with the final fields; the stream ends there, without 
 
 `completion_probabilities` hold each generated token's log-probability under the model (before
 the sampling settings) and the `n_probs` most likely tokens at its step, named by id, text and
-bytes, as llama-server reports them by default (`post_sampling_probs` false).
+bytes, as llama-server reports them by default; with `post_sampling_probs`, each token's
+probability after the sampling settings and the likeliest tokens they leave (`prob`,
+`top_probs`).
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ class NativeHead:
     n_prompt: int
     settings: dict[str, Any]  # llama-server's generation_settings
     n_probs: int = 0
+    post_sampling: bool = False  # the probabilities are after the sampling settings
     return_tokens: bool = False
     timings_per_token: bool = False
     return_progress: bool = False
@@ -53,15 +56,17 @@ def tokens_cached(done: Finished) -> int:
     return done.prompt_tokens + done.completion_tokens - undecoded
 
 
-def _probs(items: list[TokenLogprob]) -> list[dict[str, Any]]:
+def _probs(items: list[TokenLogprob], post_sampling: bool) -> list[dict[str, Any]]:
+    # llama-server's names: probabilities after sampling, or log-probabilities before it.
+    value, top = ("prob", "top_probs") if post_sampling else ("logprob", "top_logprobs")
     return [
         {
             "id": i.id,
             "token": i.token,
             "bytes": i.bytes,
-            "logprob": i.logprob,
-            "top_logprobs": [
-                {"id": t_id, "token": t, "bytes": b, "logprob": lp}
+            value: i.logprob,
+            top: [
+                {"id": t_id, "token": t, "bytes": b, value: lp}
                 for t_id, (t, lp, b) in zip(i.top_ids, i.top, strict=True)
             ],
         }
@@ -69,7 +74,7 @@ def _probs(items: list[TokenLogprob]) -> list[dict[str, Any]]:
     ]
 
 
-def _progress(timings: Timings) -> dict[str, int]:
+def prompt_progress(timings: Timings) -> dict[str, int]:
     """llama-server's prompt_progress once the whole prompt is in the KV (this server's engine
     reports no steps of a prompt's evaluation)."""
     total = timings.cache_n + timings.prompt_n
@@ -111,11 +116,11 @@ class NativeWriter:
         if self.head.return_progress and not self.progressed and event.timings is not None:
             self.progressed = True
             opening = self._partial("", [], event.timings)
-            yield sse({**opening, "prompt_progress": _progress(event.timings)})
+            yield sse({**opening, "prompt_progress": prompt_progress(event.timings)})
         self.keep(event)
         chunk = self._partial(event.text, event.tokens, event.timings)
         if event.logprobs:
-            chunk["completion_probabilities"] = _probs(event.logprobs)
+            chunk["completion_probabilities"] = _probs(event.logprobs, self.head.post_sampling)
         yield sse(chunk)
 
     def _final(self, done: Finished, text: str) -> dict[str, Any]:
@@ -139,7 +144,7 @@ class NativeWriter:
             "timings": done.timings.as_dict(),
         }
         if head.n_probs and not streamed:
-            whole["completion_probabilities"] = _probs(self.probs)
+            whole["completion_probabilities"] = _probs(self.probs, head.post_sampling)
         return whole
 
     def end(self, done: Finished, text: str) -> Iterable[str]:

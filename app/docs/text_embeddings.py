@@ -42,7 +42,7 @@ def embed_texts(library: DocLibrary, texts: list[str], dimensions: int | None = 
         if n > limit:
             where = param if len(texts) == 1 else f"{param}[{i}]"
             raise RequestError(
-                f"{where} is {n} tokens long; the embedding model takes at most {limit} "
+                f"{where} is too large: {n} tokens; the embedding model takes at most {limit} "
                 "(split the text)",
                 param=where,
             )

@@ -24,6 +24,9 @@ class GenerationRequest:
     session: str | None = None
     cache_salt: str = ""  # tenant key: KV cached under one salt is never reused under another
     logprobs: int | None = None  # None: off; n: report each token's logprob and the n best
+    # llama-server's post_sampling_probs: with `logprobs`, probabilities after the sampling
+    # settings in their place (app/engine/sampled_probs.py).
+    post_sampling: bool = False
     timings_per_token: bool = False  # each TextDelta carries the timings so far
     # Tokens a conversation puts after a reply that ended on end-of-generation (for a chat
     # template: end of turn, then the next user header). When the reply ends on continuation[0],

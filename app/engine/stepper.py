@@ -17,10 +17,12 @@ import numpy as np
 
 from app.engine.background_pacer import BackgroundPacer
 from app.engine.batch import Batch
+from app.engine.decode_counts import DecodeCounts
 from app.engine.events import TokenLogprob
 from app.engine.kv_room import make_room
 from app.engine.model import Model
 from app.engine.prefix_reuse import PrefixReuse
+from app.engine.sampled_probs import sampled_probs
 from app.engine.scheduler import Planned, Scheduler
 from app.engine.slot import Slot
 from app.engine.speculator import Speculator
@@ -50,6 +52,7 @@ class Stepper:
         # Its own unless given; the engine shares its batch with the idle tail prefill, which
         # runs between steps (`Slot.prefill_tail`). Closed by `close`.
         self._batch = batch if batch is not None else model.new_batch()
+        self.counts = DecodeCounts()  # client steps, for llama-server's /metrics
 
     def close(self) -> None:
         self._batch.close()
@@ -90,12 +93,15 @@ class Stepper:
         if status != 0:
             raise RuntimeError(f"llama_decode returned {status}")
         seconds = time.perf_counter() - t0
-        if all(p.task is None or p.task.request.background for p in planned):
+        clients = [p for p in planned if p.task is not None and not p.task.request.background]
+        if not clients:
             self.pacer.observe(self._batch.n_tokens, seconds)
-        elif self.speculator is not None and all(p.n_prompt == 0 and p.task for p in planned):
-            # Generating slots only: what their tokens and the drafts cost (DraftCost).
-            drafts = sum(len(p.draft) for p in planned)
-            self.speculator.cost.observe(len(planned), drafts, seconds)
+        else:
+            self.counts.count(len(clients), sum(1 for p in clients if p.draft))
+            if self.speculator is not None and all(p.n_prompt == 0 and p.task for p in planned):
+                # Generating slots only: what their tokens and the drafts cost (DraftCost).
+                drafts = sum(len(p.draft) for p in planned)
+                self.speculator.cost.observe(len(planned), drafts, seconds)
         self.scheduler.commit(planned)
         self._sample(planned)
         return True
@@ -172,7 +178,10 @@ class Stepper:
         room_left = self.n_ctx_request - slot.cache.n_pos - 1
         n_top = task.request.logprobs
         logprob = None
-        if n_top is not None and logits is not None:
+        if n_top is not None and logits is not None and task.request.post_sampling:
+            sampling = task.request.sampling
+            logprob = sampled_probs(logits, token, n_top, sampling, model.token_to_piece)
+        elif n_top is not None and logits is not None:
             logprob = token_logprob(model, logits, token, n_top)
         # A task that ends here has released its slot (Task._close -> _closed) already.
         task.on_token(token, model.token_to_piece(token), model.is_eog(token), room_left, logprob)

@@ -84,6 +84,38 @@ def test_n_probs_gives_each_tokens_probabilities(server: ServerProcess):
         assert bytes(p["bytes"]).decode() == p["token"] and p["logprob"] <= 0
 
 
+def test_post_sampling_probs_are_what_the_sampling_settings_leave(server: ServerProcess):
+    reply = complete(server, n_predict=4, n_probs=5, post_sampling_probs=True, temperature=1.0)
+    for p in reply["completion_probabilities"]:
+        top = p["top_probs"]
+        assert 0 < len(top) <= 5 and "logprob" not in p
+        assert all(t["prob"] > 0 for t in top) and [t["prob"] for t in top] == sorted(
+            (t["prob"] for t in top), reverse=True
+        )
+        assert p["id"] in [t["id"] for t in top] or p["prob"] <= top[-1]["prob"]
+        if len(top) < 5:  # every token left is listed: they are the whole distribution
+            assert sum(t["prob"] for t in top) == pytest.approx(1.0)
+    # Greedy: the drawn token is the only one left, with probability 1.
+    greedy = complete(server, n_predict=2, n_probs=5, post_sampling_probs=True)
+    for p in greedy["completion_probabilities"]:
+        assert p["top_probs"] == [{k: p[k] for k in ("id", "token", "bytes", "prob")}]
+        assert p["prob"] == 1.0
+
+
+def test_llama_servers_prompt_objects_and_lists(server: ServerProcess):
+    plain = complete(server, n_predict=3)["content"]
+    assert complete(server, n_predict=3, prompt={"prompt_string": PROMPT})["content"] == plain
+    ids = httpx.post(server.base_url + "/tokenize", json={"content": PROMPT, "add_special": True})
+    tokens = ids.json()["tokens"]
+    for several in ([tokens, PROMPT], [tokens, {"prompt_string": PROMPT}]):
+        body = {"prompt": several, "n_predict": 3, "temperature": 0}
+        r = httpx.post(server.base_url + "/completion", json=body)
+        assert [reply["content"] for reply in r.json()] == [plain, plain]
+    media = {"prompt_string": PROMPT, "multimodal_data": ["iVBORw0KGgo="]}
+    r = httpx.post(server.base_url + "/completion", json={"prompt": media})
+    assert r.status_code == 400 and "multimodal_data" in r.json()["error"]["message"]
+
+
 def test_a_stream_sends_deltas_then_the_final_fields_and_no_done(server: ServerProcess):
     whole = complete(server, n_predict=6)
     chunks = events(server, n_predict=6)
@@ -183,7 +215,6 @@ def test_errors_come_in_llama_servers_shape(server: ServerProcess):
     for body, words in (
         ({"n_predict": 1}, "prompt: is required"),
         ({"prompt": "x", "n_probs": 50}, "n_probs"),
-        ({"prompt": "x", "post_sampling_probs": True}, "post_sampling_probs: probabilities"),
         ({"prompt": "x", "grammar": "root ::= x", "json_schema": {"type": "object"}}, "one of"),
     ):
         r = httpx.post(server.base_url + "/completion", json=body)

@@ -60,14 +60,32 @@ def test_a_single_string_gives_one_vector(client: openai.OpenAI):
     assert len(got.data) == 1 and len(got.data[0].embedding) == 384
 
 
+def test_llama_servers_input_forms_are_texts(server: ServerProcess):
+    """Token ids (of the chat model), ids and texts mixed, prompt objects and text parts: each
+    the text it stands for; an empty text too."""
+
+    def vectors(value: object) -> list[list[float]]:
+        r = httpx.post(server.base_url + "/v1/embeddings", json={"input": value}, timeout=60)
+        assert r.status_code == 200, r.text
+        return [d["embedding"] for d in r.json()["data"]]
+
+    ids = httpx.post(server.base_url + "/tokenize", json={"content": "hello world"}).json()
+    hello = vectors("hello world")
+    parts = {"content": [{"type": "text", "text": "hello "}, {"type": "text", "text": "world"}]}
+    for same in (ids["tokens"], {"prompt_string": "hello world"}, parts):
+        assert np.allclose(vectors(same), hello, atol=1e-5)
+    assert len(vectors(["a", ids["tokens"], {"prompt_string": "b"}])) == 3
+    assert len(vectors("")) == 1
+
+
 @pytest.mark.parametrize(
     ("body", "param", "words"),
     [
-        ({"input": ""}, "input", "must not be empty"),
         ({"input": []}, "input", "must not be empty"),
-        ({"input": ["a", " "]}, "input", "item 1 must not be empty"),
+        ({"input": {"content": "x"}}, "input", "a list of text content parts"),
+        ({"input": ["a", {"content": [{"type": "image_url"}]}]}, "input", "item 1 content takes"),
         ({"input": ["x"] * 2049}, "input", "at most 2048 texts"),
-        ({"input": [[1, 2, 3]]}, "input", "token ids are not supported"),
+        ({"input": [[99999999]]}, "input", "token ids are this server's model's"),
         ({"input": "word " * 400}, "input", "the embedding model takes at most 256"),
         ({"input": "a", "dimensions": 7}, "dimensions", "384 dimensions only"),
         ({"input": "a", "encoding_format": "int8"}, "encoding_format", "'float' or 'base64'"),

@@ -14,6 +14,13 @@ from prometheus_client.parser import text_string_to_metric_families
 from bench.server_process import ServerProcess
 
 Samples = dict[tuple[str, frozenset[tuple[str, str]]], float]
+# llama-server's series, in its order.
+LLAMACPP_COUNTERS = ["prompt_tokens_total", "prompt_tokens_cached_total", "prompt_seconds_total"]
+LLAMACPP_COUNTERS += ["tokens_predicted_total", "tokens_predicted_seconds_total"]
+LLAMACPP_COUNTERS += ["n_decode_total", "n_tokens_max", "spec_decode_num_draft_tokens_total"]
+LLAMACPP_COUNTERS += ["spec_decode_num_accepted_tokens_total", "spec_decode_num_drafts_total"]
+LLAMACPP_GAUGES = ["prompt_tokens_seconds", "predicted_tokens_seconds", "requests_processing"]
+LLAMACPP_GAUGES += ["requests_deferred", "n_busy_slots_per_decode"]
 
 
 @pytest.fixture(scope="module")
@@ -228,3 +235,32 @@ def test_llama_servers_series_are_there_too(server: ServerProcess):
     assert sample(after, "llamacpp:predicted_tokens_seconds") > 0
     assert ("llamacpp:requests_processing", frozenset()) in after
     assert ("llamacpp:requests_deferred", frozenset()) in after
+    cached = usage["prompt_tokens_details"]["cached_tokens"]
+    assert sample(after, "llamacpp:prompt_tokens_cached_total") == (
+        sample(before, "llamacpp:prompt_tokens_cached_total") + cached
+    )
+    # The prompt's decodes and one per generated token but the first (from the prompt's last
+    # batch), the drafts' verification steps aside.
+    decodes = sample(after, "llamacpp:n_decode_total") - sample(before, "llamacpp:n_decode_total")
+    assert 4 <= decodes <= 4 + computed
+    # (prometheus_client's parser names a counter's sample with _total)
+    assert sample(after, "llamacpp:n_tokens_max_total") >= usage["prompt_tokens"] + 5
+    assert sample(after, "llamacpp:n_busy_slots_per_decode") >= 1
+
+
+def test_llama_servers_text_and_header():
+    """llama-server's own lines for its series (HELP, TYPE, value; no labels, nothing more), in
+    its order, and its Process-Start-Time-Unix header, spelled as it spells it."""
+    with ServerProcess("-np", "1", "-c", "1024") as srv:
+        r = httpx.get(srv.base_url + "/metrics")
+        raw = dict(r.headers.raw)
+    started = int(raw[b"Process-Start-Time-Unix"])
+    assert 0 < time.time() - started < 3600
+    ours = [line for line in r.text.splitlines() if "llamacpp:" in line]
+    names = [line.split()[2] for line in ours if line.startswith("# TYPE")]
+    assert names == [f"llamacpp:{n}" for n in LLAMACPP_COUNTERS + LLAMACPP_GAUGES]
+    for i, name in enumerate(names):
+        kind = "counter" if i < len(LLAMACPP_COUNTERS) else "gauge"
+        help_line, type_line, value_line = ours[3 * i : 3 * i + 3]
+        assert help_line.startswith(f"# HELP {name} ") and type_line == f"# TYPE {name} {kind}"
+        assert value_line.split()[0] == name and float(value_line.split()[1]) >= 0
