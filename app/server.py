@@ -73,7 +73,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         metrics = Metrics(gauges)
         engine = Engine(config, on_cache_op=metrics.observe_cache_op)
         engine.start()
-        prompter = Prompter(engine.tokenizer, settings.template_choice())
+        prompter = Prompter(engine.tokenizer, settings.template_choice(), settings.reasoning)
         docs = Documents.build(settings, store, engine, prompter, tenant_salt)
         docs.start()
         media = MediaStore(media_root(settings), store)
