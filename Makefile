@@ -35,7 +35,7 @@ STAMP := $(VENV)/.installed
 LLAMA_SERVER_DIR := build/llama-server$(if $(filter-out cpu,$(LLAMA_BACKEND)),-$(LLAMA_BACKEND))
 LLAMA_SERVER := $(LLAMA_SERVER_DIR)/bin/llama-server
 
-.PHONY: install run test test-fast lint bench load clean llama-server frontend cluster
+.PHONY: install run test test-fast lint bench load clean llama-server frontend cluster conformance
 
 # The web UI: npm packages from package-lock.json, bundled by esbuild into frontend/dist (ignored;
 # the server serves it, and runs without it, API only, saying so in its log).
@@ -97,6 +97,12 @@ test: $(STAMP) $(FRONTEND_UI)
 	trap 'scripts/postgres.sh stop' EXIT; \
 	url=$$(scripts/postgres.sh start) || exit 1; \
 	KVCHAT_TEST_POSTGRES_URL=$$url $(PY) -m pytest -q $(PYTEST_ARGS)
+
+# llama.cpp's own server tests (from the llama-cpp-python sdist) against ours, offline: what
+# llama-server passes with the packaged model must pass, but for the intended differences listed
+# in docs/llama-server.md. ARGS: test files, then `-- PYTEST_ARGS` (scripts/conformance/run.py).
+conformance: $(STAMP)
+	$(PY) scripts/conformance/run.py $(ARGS)
 
 # REPLICAS servers on PORT+1.. behind nginx on PORT, on DATABASE_URL or a throwaway PostgreSQL,
 # sharing a KV tier; foreground, Ctrl-C stops all. ARGS go to every replica (docs/deployment.md).

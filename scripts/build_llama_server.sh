@@ -3,14 +3,14 @@
 #
 #   scripts/build_llama_server.sh [OUT_DIR]     (default build/llama-server)
 #
-# Gets the llama-cpp-python sdist from PyPI (pip download), unpacks it and builds only the
-# `llama-server` target of its vendor/llama.cpp with cmake, with the same ggml flags as the
-# llama-cpp-python wheel (Makefile: LLAMA_CMAKE_ARGS; GGML_NATIVE=OFF, AVX512 on, AMX off because
-# llama.cpp's AMX kernels crash inside llama_decode on our CPU). Static, CPU only, no OpenSSL, no
-# web UI download. The binary lands in OUT_DIR/bin/llama-server; OUT_DIR/.version records the
-# version and a hash of the flags, and when both match this script does nothing. The scratch
-# directory (OUT_DIR/work: sdist, sources, cmake tree) is kept after a failure so a rerun resumes,
-# and deleted after a success.
+# Gets the llama-cpp-python sdist from PyPI (scripts/llama_sdist.sh: pip download, unpacked once
+# under ~/.cache/kvchat-sdist) and builds only the `llama-server` target of its vendor/llama.cpp
+# with cmake, with the same ggml flags as the llama-cpp-python wheel (Makefile: LLAMA_CMAKE_ARGS;
+# GGML_NATIVE=OFF, AVX512 on, AMX off because llama.cpp's AMX kernels crash inside llama_decode on
+# our CPU). Static, CPU only, no OpenSSL, no web UI download. The binary lands in
+# OUT_DIR/bin/llama-server; OUT_DIR/.version records the version and a hash of the flags, and when
+# both match this script does nothing. The scratch directory (OUT_DIR/work: the cmake tree) is
+# kept after a failure so a rerun resumes, and deleted after a success.
 #
 # Environment: LLAMA_VERSION (default 0.3.36), LLAMA_CMAKE_ARGS (the ggml flags; default below,
 # the Makefile passes its own), PYTHON (for pip; default .venv/bin/python, else python3).
@@ -90,19 +90,9 @@ if [[ -z $cmake ]] || ! cmake_ok "$cmake"; then
 fi
 
 # --- sources ------------------------------------------------------------------------------
+llama_src="$(PYTHON=$python LLAMA_VERSION=$version scripts/llama_sdist.sh)/vendor/llama.cpp"
 work="$out/work"
-src="$work/llama_cpp_python-$version"
-llama_src="$src/vendor/llama.cpp"
 mkdir -p "$work"
-if [[ ! -f $src/.unpacked ]]; then
-    rm -rf "$src" "$work/dl"
-    log "downloading the llama-cpp-python $version sdist"
-    "$python" -m pip --disable-pip-version-check download -q --no-deps --no-binary :all: \
-        "llama-cpp-python==$version" -d "$work/dl" >&2
-    tar xzf "$work/dl/llama_cpp_python-$version.tar.gz" -C "$work"
-    test -f "$llama_src/CMakeLists.txt" || { log "no vendor/llama.cpp in the sdist"; exit 1; }
-    touch "$src/.unpacked"
-fi
 
 # --- build --------------------------------------------------------------------------------
 tree="$work/cmake-build"
