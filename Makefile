@@ -101,7 +101,7 @@ test: $(STAMP) $(FRONTEND_UI)
 # llama.cpp's own server tests (from the llama-cpp-python sdist) against ours, offline: what
 # llama-server passes with the packaged model must pass, but for the intended differences listed
 # in docs/llama-server.md. ARGS: test files, then `-- PYTEST_ARGS` (scripts/conformance/run.py).
-conformance: $(STAMP)
+conformance: $(STAMP) $(FRONTEND_UI)
 	$(PY) scripts/conformance/run.py $(ARGS)
 
 # REPLICAS servers on PORT+1.. behind nginx on PORT, on DATABASE_URL or a throwaway PostgreSQL,

@@ -74,6 +74,8 @@ class Settings(DerivedSettings, BaseSettings):
     ui_mcp_proxy: bool = setting(False, "--ui-mcp-proxy", "--webui-mcp-proxy", group=SERVER)
     """serve llama-server's /cors-proxy?url=... (its web UI's MCP proxy): the server fetches any
     URL it is asked; do not enable on an untrusted network"""
+    ui: bool = setting(True, "--ui", group=SERVER)
+    """serve the web UI (frontend/dist) at / (--no-ui: the API only)"""
     metrics: bool = setting(True, "--metrics", group=SERVER)
     """serve GET /metrics (on by default, unlike llama-server)"""
     slots: bool = setting(True, "--slots", group=SERVER)
@@ -84,7 +86,8 @@ class Settings(DerivedSettings, BaseSettings):
     tags: str | None = setting(None, "--tags", group=MODEL)
     """comma-separated model tags, listed by /v1/models (informational)"""
     model_alias: str | None = setting(None, "-a", "--alias", group=MODEL)
-    """model name shown to clients (unset: the model file's stem)"""
+    """model name shown to clients, or several, comma-separated: the first in sorted order is
+    the name, every one is listed in /v1/models `aliases` (unset: the model file's stem)"""
     n_gpu_layers: int = setting(
         -1, "-ngl", "--n-gpu-layers", "--gpu-layers", group=MODEL, engine="n_gpu_layers", ge=-1
     )
@@ -245,6 +248,8 @@ class Settings(DerivedSettings, BaseSettings):
     """seconds per request, queued or running; then 504 (0: no limit)"""
     seed: int = setting(-1, "-s", "--seed", group=LIMITS, engine=True)
     """default sampling seed (-1: random per request)"""
+    temperature: float = setting(0.8, "--temp", "--temperature", group=LIMITS, engine=True, ge=0.0)
+    """default sampling temperature of requests that give none (0: greedy)"""
 
     mmproj: str | None = setting(None, "--mmproj", group=IMAGES, engine="mmproj_path")
     """multimodal projector GGUF of the model: enables image input (unset: text only)"""

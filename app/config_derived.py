@@ -86,8 +86,14 @@ class DerivedSettings:
         """--replica-name, else this machine's host name and the port."""
         return self.replica_name or f"{socket.gethostname()}:{self.port}"
 
+    def model_aliases(self) -> list[str]:
+        """`--alias a,b`: every name, as llama-server keeps them (a sorted set)."""
+        return sorted({a.strip() for a in (self.model_alias or "").split(",") if a.strip()})
+
     def model_name(self) -> str:
-        return self.model_alias or Path(self.model_path()).stem
+        """The first alias in llama-server's order, or the model file's name."""
+        aliases = self.model_aliases()
+        return aliases[0] if aliases else Path(self.model_path()).stem
 
     def engine_config(self) -> EngineConfig:
         """Each declared `engine` field from its setting, then those that also depend on

@@ -67,8 +67,16 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         def gauges() -> EngineGauges:  # read at scrape time, once the engine runs
             slots = engine.slots()
             busy = sum(1 for s in slots if s.state != "idle")
+            d = engine.decode_counts()
             return EngineGauges(
-                len(slots), busy, engine.n_waiting, engine.n_arriving, engine.n_yielding
+                len(slots),
+                busy,
+                engine.n_waiting,
+                engine.n_arriving,
+                engine.n_yielding,
+                d.n_decode,
+                d.n_busy_slots,
+                d.n_draft_steps,
             )
 
         metrics = Metrics(gauges)
@@ -136,7 +144,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     )
     for module in routers:
         app.include_router(module.router, responses=ERROR_RESPONSES)
-    install_frontend(app)  # the built UI, for GETs no route takes
+    if settings.ui:
+        install_frontend(app)  # the built UI, for GETs no route takes
     return app
 
 

@@ -190,3 +190,10 @@ def _user(blocks: list[Any]) -> list[dict[str, Any]]:
     if parts:
         out.append({"role": "user", "content": parts})
     return out
+
+
+class CountTokensRequest(MessagesRequest):
+    """`/v1/messages/count_tokens`: a Messages request that generates nothing, so `max_tokens`
+    may be left out (Anthropic's own endpoint takes none)."""
+
+    max_tokens: int = Field(default=1, ge=1)

@@ -1,77 +1,114 @@
 """llama-server's `llamacpp:*` series beside ours, for dashboards built on llama-server.
 
-Same names, types and meanings as llama-server's /metrics: prompt tokens are those computed
-(not taken from a cache), seconds are the engine's prompt and generation times; the gauges are
-read from the engine at scrape time. Our own `kvchat_*` series say more (cached tokens by tier,
-latency histograms) and stay as they are.
+Same names, types, help, order and text as llama-server's /metrics (one `# HELP`, `# TYPE` and
+sample line each, no labels): prompt tokens are those computed, cached ones counted apart;
+seconds are the engine's prompt and generation times; generation rates count decode steps, one
+fewer than a request's tokens (its first comes from the prompt's last batch). The engine's
+counts (llama_decode calls, busy slots, requests) are read at scrape time. Our own `kvchat_*`
+series say more (cached tokens by tier, latency histograms) and stay as they are.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
-
-from prometheus_client import CollectorRegistry, Counter
-from prometheus_client.core import GaugeMetricFamily
-from prometheus_client.registry import Collector
+from collections.abc import Callable
+from dataclasses import dataclass
 
 from app.api.outcome import RequestOutcome
 
 
-class LlamaCppMetrics:
-    def __init__(
-        self, registry: CollectorRegistry, busy_and_deferred: Callable[[], tuple[int, int]]
-    ) -> None:
-        def counter(name: str, help_text: str) -> Counter:
-            return Counter(f"llamacpp:{name}", help_text, registry=registry)
+@dataclass(slots=True)
+class LlamaCppState:
+    """What the engine says at scrape time."""
 
-        self.prompt_tokens = counter("prompt_tokens", "Number of prompt tokens processed.")
-        self.prompt_seconds = counter("prompt_seconds", "Prompt process time")
-        self.tokens_predicted = counter(
-            "tokens_predicted", "Number of generation tokens processed."
-        )
-        self.predicted_seconds = counter("tokens_predicted_seconds", "Predict process time")
-        registry.register(_Gauges(self, busy_and_deferred))
+    processing: int  # requests in slots
+    deferred: int  # requests waiting for one
+    n_decode: int  # llama_decode calls that carried clients' tokens
+    n_busy_slots: int  # summed over those calls
+    n_draft_steps: int  # slot-steps that verified drafts
+
+
+@dataclass(slots=True)
+class _Totals:
+    prompt_tokens: int = 0  # computed, not from a cache
+    prompt_cached: int = 0
+    prompt_seconds: float = 0.0
+    predicted_tokens: int = 0
+    predicted_steps: int = 0  # decode steps of those tokens: each request's first is free
+    predicted_seconds: float = 0.0
+    n_tokens_max: int = 0  # the longest sequence, prompt and reply
+    draft_tokens: int = 0
+    draft_accepted: int = 0
+
+
+class LlamaCppMetrics:
+    def __init__(self, state: Callable[[], LlamaCppState]) -> None:
+        self._state = state
+        self._t = _Totals()
 
     def observe(self, o: RequestOutcome) -> None:
-        self.prompt_tokens.inc(max(o.prompt_tokens - o.cached_tokens, 0))
-        self.prompt_seconds.inc(max(o.prompt_ms, 0.0) / 1000.0)
-        self.tokens_predicted.inc(max(o.completion_tokens, 0))
-        self.predicted_seconds.inc(max(o.predicted_ms, 0.0) / 1000.0)
+        t = self._t
+        t.prompt_tokens += max(o.prompt_tokens - o.cached_tokens, 0)
+        t.prompt_cached += max(o.cached_tokens, 0)
+        t.prompt_seconds += max(o.prompt_ms, 0.0) / 1000.0
+        t.predicted_tokens += max(o.completion_tokens, 0)
+        t.predicted_steps += max(o.completion_tokens - 1, 0)
+        t.predicted_seconds += max(o.predicted_ms, 0.0) / 1000.0
+        t.n_tokens_max = max(t.n_tokens_max, o.prompt_tokens + o.completion_tokens)
+        t.draft_tokens += o.draft_tokens
+        t.draft_accepted += o.draft_tokens_accepted
 
-
-class _Gauges(Collector):
-    """Throughputs since start, and the slots busy and requests waiting now."""
-
-    def __init__(
-        self, m: LlamaCppMetrics, busy_and_deferred: Callable[[], tuple[int, int]]
-    ) -> None:
-        self._m, self._state = m, busy_and_deferred
-
-    def describe(self) -> Iterator[GaugeMetricFamily]:
-        return self._families(None)
-
-    def collect(self) -> Iterator[GaugeMetricFamily]:
+    def render(self) -> str:
+        """llama-server's text: its counters, then its gauges (none while the engine stops)."""
+        t = self._t
         try:
-            state = self._state()
-        except Exception:  # the engine is stopping: no gauges this scrape
-            return iter(())
-        return self._families(state)
+            s: LlamaCppState | None = self._state()
+        except Exception:  # the engine is stopping: its counts are left out this scrape
+            s = None
+        counters = [
+            ("prompt_tokens_total", "Number of prompt tokens processed, excluding cached tokens",
+             t.prompt_tokens),
+            ("prompt_tokens_cached_total", "Number of prompt tokens reused from the cache",
+             t.prompt_cached),
+            ("prompt_seconds_total", "Total time spent processing prompts", t.prompt_seconds),
+            ("tokens_predicted_total", "Number of generation tokens processed",
+             t.predicted_tokens),
+            ("tokens_predicted_seconds_total", "Total time spent generating tokens",
+             t.predicted_seconds),
+            ("n_decode_total", "Total number of llama_decode() calls, excluding speculative "
+             "decoding and multimodal decoding", s and s.n_decode),
+            ("n_tokens_max", "Largest observed sequence length (prompt + generation)",
+             t.n_tokens_max),
+            ("spec_decode_num_draft_tokens_total", "Speculative: Total draft tokens generated",
+             t.draft_tokens),
+            ("spec_decode_num_accepted_tokens_total",
+             "Speculative: Total draft tokens accepted by the target model", t.draft_accepted),
+            ("spec_decode_num_drafts_total",
+             "Speculative: Total speculative decoding verification steps",
+             s and s.n_draft_steps),
+        ]  # fmt: skip
+        gauges = [
+            ("prompt_tokens_seconds", "Average prompt throughput in tokens/s",
+             _rate(t.prompt_tokens, t.prompt_seconds)),
+            ("predicted_tokens_seconds", "Average generation throughput in tokens/s",
+             _rate(t.predicted_steps, t.predicted_seconds)),
+            ("requests_processing", "Number of requests processing", s and s.processing),
+            ("requests_deferred", "Number of requests deferred", s and s.deferred),
+            ("n_busy_slots_per_decode", "Average number of busy slots per llama_decode() call",
+             s and s.n_busy_slots / max(s.n_decode, 1)),
+        ]  # fmt: skip
+        lines = [
+            line
+            for kind, items in (("counter", counters), ("gauge", gauges))
+            for name, help_text, value in items
+            if value is not None
+            for line in (
+                f"# HELP llamacpp:{name} {help_text}",
+                f"# TYPE llamacpp:{name} {kind}",
+                f"llamacpp:{name} {value}",
+            )
+        ]
+        return "".join(line + "\n" for line in lines)
 
-    def _families(self, state: tuple[int, int] | None) -> Iterator[GaugeMetricFamily]:
-        m = self._m
 
-        def rate(tokens: Counter, seconds: Counter) -> float:
-            s = seconds._value.get()  # noqa: SLF001 (prometheus_client has no public read)
-            return tokens._value.get() / s if s > 0 else 0.0  # noqa: SLF001
-
-        values = (
-            ("prompt_tokens_seconds", "Average prompt throughput in tokens/s.",
-             rate(m.prompt_tokens, m.prompt_seconds)),
-            ("predicted_tokens_seconds", "Average generation throughput in tokens/s.",
-             rate(m.tokens_predicted, m.predicted_seconds)),
-            ("requests_processing", "Number of requests processing.",
-             state[0] if state else None),
-            ("requests_deferred", "Number of requests deferred.", state[1] if state else None),
-        )  # fmt: skip
-        for name, help_text, value in values:
-            yield GaugeMetricFamily(f"llamacpp:{name}", help_text, value=value)
+def _rate(n: int, seconds: float) -> float:
+    return n / seconds if seconds > 0 else 0.0

@@ -23,7 +23,7 @@ from prometheus_client import (
 from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
 
-from app.api.llamacpp_metrics import LlamaCppMetrics
+from app.api.llamacpp_metrics import LlamaCppMetrics, LlamaCppState
 from app.api.outcome import RequestOutcome
 
 log = logging.getLogger(__name__)
@@ -68,6 +68,10 @@ class EngineGauges:
     queue_depth: int
     arriving: int = 0  # generation requests received, not yet queued (app/engine/arrivals.py)
     background_yielding: int = 0  # background workers (embedding) waiting for clients to end
+    # The client steps' llama_decode calls and the slots they carried (engine/decode_counts.py)
+    n_decode: int = 0
+    n_busy_slots: int = 0
+    n_draft_steps: int = 0
 
 
 class _EngineCollector(Collector):
@@ -185,11 +189,13 @@ class Metrics:
             self.cached_tokens.labels(source=source)
         r.register(_EngineCollector(state))
 
-        def busy_and_deferred() -> tuple[int, int]:
+        def llamacpp_state() -> LlamaCppState:
             g = state()
-            return g.slots_busy, g.queue_depth
+            return LlamaCppState(
+                g.slots_busy, g.queue_depth, g.n_decode, g.n_busy_slots, g.n_draft_steps
+            )
 
-        self.llamacpp = LlamaCppMetrics(r, busy_and_deferred)
+        self.llamacpp = LlamaCppMetrics(llamacpp_state)
 
     def observe(self, o: RequestOutcome) -> None:
         """Count one finished request and write its log line."""
@@ -216,4 +222,4 @@ class Metrics:
 
     def render(self) -> tuple[bytes, str]:
         """The text exposition and its content type, for the /metrics response."""
-        return generate_latest(self.registry), CONTENT_TYPE_LATEST
+        return generate_latest(self.registry) + self.llamacpp.render().encode(), CONTENT_TYPE_LATEST

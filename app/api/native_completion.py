@@ -69,7 +69,7 @@ def _probs(items: list[TokenLogprob]) -> list[dict[str, Any]]:
     ]
 
 
-def _progress(timings: Timings) -> dict[str, int]:
+def prompt_progress(timings: Timings) -> dict[str, int]:
     """llama-server's prompt_progress once the whole prompt is in the KV (this server's engine
     reports no steps of a prompt's evaluation)."""
     total = timings.cache_n + timings.prompt_n
@@ -111,7 +111,7 @@ class NativeWriter:
         if self.head.return_progress and not self.progressed and event.timings is not None:
             self.progressed = True
             opening = self._partial("", [], event.timings)
-            yield sse({**opening, "prompt_progress": _progress(event.timings)})
+            yield sse({**opening, "prompt_progress": prompt_progress(event.timings)})
         self.keep(event)
         chunk = self._partial(event.text, event.tokens, event.timings)
         if event.logprobs:

@@ -9,12 +9,25 @@ from __future__ import annotations
 
 from typing import Any
 
-from pydantic import Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from app.api.schemas import SETTING_NAMES, GenerationFields
+from app.engine.sampler import token_biases
+from app.engine.tokenizer import Tokenizer, eog_tokens
 
-# One prompt: text, token ids, or text and token ids mixed (llama-server's three forms).
-Prompt = str | list[int | str]
+
+class JsonPrompt(BaseModel):
+    """llama-server's prompt object: the text (or ids and text mixed), and the images of a
+    multimodal prompt, base64."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    prompt_string: str | list[int | str]
+    multimodal_data: list[str] | None = None
+
+
+# One prompt: text, token ids, text and token ids mixed, or an object (llama-server's forms).
+Prompt = str | list[int | str] | JsonPrompt
 
 # The order our sampler applies its stages in (app/engine/sampler.py), in llama-server's names.
 SAMPLERS = ["penalties", "top_k", "top_p", "min_p", "temperature"]
@@ -41,47 +54,57 @@ class NativeCompletionRequest(GenerationFields):
             )
         return v
 
-    @field_validator("prompt")
+    @field_validator("prompt", mode="before")
     @classmethod
-    def _prompt_forms(cls, p: Prompt | list[Prompt]) -> Prompt | list[Prompt]:
-        """llama-server's forms: a string, token ids, or ids and strings mixed are one prompt;
-        a list of strings, or of such lists, is several (a list of one is that prompt)."""
-        if isinstance(p, str):
-            return p
-        if len(p) == 1 and isinstance(p[0], list | str):
-            return p[0]  # type: ignore[return-value]
-        nested = [piece for piece in p if isinstance(piece, list)]
-        if nested and len(nested) != len(p):
+    def _not_mixed(cls, p: object) -> object:
+        ids = isinstance(p, list) and any(isinstance(x, int) for x in p)
+        if ids and any(isinstance(x, list | dict) for x in p):  # type: ignore[union-attr]
             raise ValueError(
                 "a prompt is a string, a list of token ids and strings, or a list of prompts; "
                 "this list mixes prompts with the pieces of one"
             )
+        return p
+
+    @field_validator("prompt")
+    @classmethod
+    def _prompt_forms(cls, p: Prompt | list[Prompt]) -> Prompt | list[Prompt]:
+        """llama-server's forms: a string, an object, or a list holding token ids (ids and
+        strings mixed) is one prompt; any other list is several (a list of one is that
+        prompt)."""
+        if isinstance(p, list) and len(p) == 1 and isinstance(p[0], list | str | JsonPrompt):
+            return p[0]
         return p  # an empty list is refused as an empty prompt by the engine, in its words
 
     def prompts(self) -> list[Prompt]:
-        """The prompts, in order; one for all forms but a list of strings or of lists."""
+        """The prompts, in order; one for all forms but a list without token ids in it."""
         p = self.prompt
-        if isinstance(p, str) or not p:
+        if isinstance(p, str | JsonPrompt) or not p or any(isinstance(x, int) for x in p):
             return [p]  # type: ignore[list-item]
-        if all(isinstance(piece, list) for piece in p) or all(isinstance(x, str) for x in p):
-            return list(p)  # type: ignore[arg-type]
-        return [p]  # type: ignore[list-item]
+        return list(p)  # type: ignore[arg-type]
 
     def logprobs_n(self) -> int | None:
         return self.n_probs or None
 
-    def settings(self, seed: int, n_predict: int) -> dict[str, Any]:
-        """llama-server's `generation_settings`: what this request was generated with."""
+    def settings(
+        self, seed: int, n_predict: int, temperature: float, vocab: Tokenizer
+    ) -> dict[str, Any]:
+        """llama-server's `generation_settings`: what this request was generated with (the
+        server's seed, -n and --temp where it gives none; the logit biases by token, a text's
+        on each of its tokens, and ignore_eos's ban of the end-of-generation tokens)."""
         n = self.token_limit() or n_predict
+        biases = token_biases(self.bias_pairs(), lambda text: vocab.tokenize(text, False, False))
+        if self.ignore_eos:
+            biases += tuple((t, float("-inf")) for t in eog_tokens(vocab))
         return {
             "seed": self.seed if self.seed is not None else seed,
             **{name: getattr(self, name) for name in SETTING_NAMES},
+            "temperature": temperature if self.temperature is None else self.temperature,
             "stop": self.stop_list(),
             "max_tokens": n,
             "n_predict": n,
-            # llama-server's form; a ban (false) is its -infinity, which JSON writes as null
+            # llama-server's form; a ban is its -infinity, which JSON writes as null
             "logit_bias": [
-                {"bias": None if b is False else b, "token": t} for t, b in self.logit_bias or []
+                {"bias": b if b > float("-inf") else None, "token": t} for t, b in biases
             ],
             "n_probs": self.n_probs,
             "grammar": self.grammar or "",
@@ -89,3 +112,7 @@ class NativeCompletionRequest(GenerationFields):
             "timings_per_token": self.timings_per_token,
             "post_sampling_probs": False,
         }
+
+
+def _bias(b: float) -> float | None:
+    return b if b > float("-inf") else None

@@ -7,11 +7,12 @@ from __future__ import annotations
 
 from typing import ClassVar
 
-from pydantic import Field, field_validator
+from pydantic import Field, field_validator, model_validator
 
 from app.api.schemas import GenerationFields, RagOptions
 from app.api.tool_schemas import ToolChoice, ToolDef, forced_tools, tool_specs
 from app.chat.messages import ChatMessage
+from app.chat.prompter import PromptEnd
 from app.chat.tools import ToolSpec
 
 
@@ -27,6 +28,14 @@ class ChatCompletionRequest(GenerationFields):
     tool_choice: ToolChoice | None = None  # None: "auto" with tools, else "none"
     parallel_tool_calls: bool = True
     takes_tools: ClassVar[bool] = True
+    # Choices, each a generation of its own from the same prompt (llama-server's n).
+    n: int = Field(default=1, ge=1, le=16)
+    # llama-server's (and vLLM's) prompt ending: a last assistant message is continued.
+    add_generation_prompt: bool = True
+    continue_final_message: bool = False
+    # llama-server's `__verbose` (the prompt and the native reply) on the reply; unset: with
+    # --verbose.
+    verbose: bool | None = None
 
     @field_validator("messages")
     @classmethod
@@ -36,6 +45,30 @@ class ChatCompletionRequest(GenerationFields):
         if len(messages) >= 2 and all(m.role == "assistant" for m in messages[-2:]):
             raise ValueError("Cannot have 2 or more assistant messages at the end of the list.")
         return messages
+
+    @model_validator(mode="after")
+    def _one_ending(self) -> ChatCompletionRequest:
+        # llama-server's rules and words.
+        if self.continue_final_message and self.add_generation_prompt:
+            raise ValueError(
+                "Cannot set both add_generation_prompt and continue_final_message to true."
+            )
+        if self._continued() is not None and self.messages[-1].tool_calls:
+            raise ValueError("Cannot continue an assistant message that contains tool calls.")
+        return self
+
+    def _continued(self) -> ChatMessage | None:
+        last = self.messages[-1]
+        return last if last.role == "assistant" else None
+
+    def prompt_end(self) -> tuple[list[ChatMessage], PromptEnd]:
+        """The messages the template renders and how the prompt ends: a last assistant message
+        is a reply to go on from (llama-server's prefill), its text parts joined by a blank
+        line, after the generation prompt."""
+        continued = self._continued()
+        if continued is None:
+            return self.messages, PromptEnd(self.add_generation_prompt)
+        return self.messages[:-1], PromptEnd(True, continued.text("\n\n"))
 
     def logprobs_n(self) -> int | None:
         return (self.top_logprobs or 0) if self.logprobs else None

@@ -167,14 +167,10 @@ async def _stream(
                 for choice in parts.finish() if parts is not None else []:
                     yield _sse(envelope.chunk(choice))
                 await ending.finish()
-                yield _sse(
-                    envelope.chunk(
-                        shape.closing(event.finish_reason),
-                        timings={**event.timings.as_dict(), **reply.timings},
-                    )
-                )
-                if include_usage:
-                    yield _sse(envelope.chunk(None, usage=usage(event)))
+                timings = {**event.timings.as_dict(), **reply.timings}
+                yield _sse(envelope.chunk(shape.closing(event.finish_reason), timings=timings))
+                if include_usage:  # the last chunk: the timings too, as llama-server
+                    yield _sse(envelope.chunk(None, usage=usage(event), timings=timings))
             elif isinstance(event, Failed):
                 await ending.finish()
                 yield _sse(error_body(event.message, event.status, code=event.code))

@@ -14,6 +14,7 @@ from fastapi.responses import JSONResponse
 
 from app.api.errors import error_response
 from app.api.event_writer import sse
+from app.api.native_completion import prompt_progress
 from app.api.tool_reply import held_back
 from app.chat.tools import ReplyParser, ToolCall
 from app.engine.events import Failed, Finished, TextDelta
@@ -29,6 +30,9 @@ class ResponseHead:
     instructions: str | None = None
     echo: dict[str, Any] = field(default_factory=dict)  # request fields sent back as given
     created_at: int = field(default_factory=lambda: int(time.time()))
+    # llama-server's telemetry in a stream: timings on each text delta, the prompt's progress.
+    timings_per_token: bool = False
+    return_progress: bool = False
 
 
 def response_usage(prompt: int, cached: int, completion: int) -> dict[str, Any]:
@@ -109,6 +113,8 @@ class ResponsesWriter:
         self.text_so_far = ""
         self.sent = 0  # characters of it sent as output_text
         self.opened = False  # the message item has been announced
+        self.progressed = False  # the prompt_progress event went out
+        self.timings: dict[str, Any] | None = None  # the latest, for the next text delta
 
     def _event(self, kind: str, **data: Any) -> str:
         event = {"type": kind, "sequence_number": self.seq, **data}
@@ -141,9 +147,18 @@ class ResponsesWriter:
         yield from self._open()
         item_id = message_item(self.head, "")["id"]
         where = {"item_id": item_id, "output_index": 0, "content_index": 0}
-        yield self._event("response.output_text.delta", **where, delta=text, logprobs=[])
+        timings = {"timings": self.timings} if self.timings is not None else {}
+        yield self._event("response.output_text.delta", **where, delta=text, logprobs=[], **timings)
 
     def text(self, event: TextDelta) -> Iterable[str]:
+        head = self.head
+        if event.timings is not None and head.return_progress and not self.progressed:
+            self.progressed = True
+            empty = response_object(head, "in_progress", [], None)
+            progress = prompt_progress(event.timings)
+            yield self._event("response.in_progress", response=empty, prompt_progress=progress)
+        if event.timings is not None and head.timings_per_token:
+            self.timings = event.timings.as_dict()
         self.text_so_far += event.text
         known = self.parser.known
         upto = held_back(self.text_so_far) if known else len(self.text_so_far)
@@ -177,7 +192,7 @@ class ResponsesWriter:
             )
             yield self._event("response.output_item.done", output_index=i, item=call_item(call))
         kind = "response.incomplete" if whole["status"] == "incomplete" else "response.completed"
-        yield self._event(kind, response=whole)
+        yield self._event(kind, response=whole, timings=done.timings.as_dict())
 
     def fail(self, failed: Failed) -> Iterable[str]:
         error = {"code": failed.code, "message": failed.message}

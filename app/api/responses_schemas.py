@@ -126,6 +126,10 @@ class ResponsesRequest(BaseModel):
     store: bool = True
     previous_response_id: str | None = Field(default=None, max_length=200)
     metadata: dict[str, str] | None = None
+    # llama-server's stream telemetry: the timings on each text delta, and the prompt's
+    # progress in a response.in_progress event.
+    timings_per_token: bool = False
+    return_progress: bool = False
 
     def chat_request(self) -> ChatCompletionRequest:
         """The same generation in a chat request's fields (its messages are not used)."""

@@ -85,7 +85,7 @@ class GenerationFields(BaseModel):
     max_completion_tokens: int | None = Field(default=None, ge=1)
     # llama-server's own name for it (-1: no limit, the server's default then).
     n_predict: int | None = Field(default=None, ge=-1)
-    temperature: float = Field(default=0.8, ge=0.0, le=2.0)
+    temperature: float | None = Field(default=None, ge=0.0, le=2.0)  # None: the server's --temp
     top_p: float = Field(default=0.95, ge=0.0, le=1.0)
     top_k: int = Field(default=40, ge=0)
     min_p: float = Field(default=0.05, ge=0.0, le=1.0)
@@ -98,8 +98,9 @@ class GenerationFields(BaseModel):
     n: int = Field(default=1, ge=1, le=1, description="only n=1 is supported")
     ignore_eos: bool = False
     # OpenAI's map of token id -> bias (-100..100), or llama-server's [[token id, bias]] pairs
-    # where a bias of false bans the token.
-    logit_bias: dict[str, float] | list[tuple[int, float | bool]] | None = None
+    # where a bias of false bans the token; llama-server also takes a text for a token id,
+    # which biases each of its tokens.
+    logit_bias: dict[str, float | bool] | list[tuple[int | str, float | bool]] | None = None
     cache_prompt: bool | None = None
     # Tenant isolation (as vLLM's cache_salt): prefixes cached under one salt are never reused
     # under another, so response times reveal nothing across tenants.
@@ -144,21 +145,22 @@ class GenerationFields(BaseModel):
     @field_validator("logit_bias")
     @classmethod
     def _bias_pairs_in_range(
-        cls, v: dict[str, float] | list[tuple[int, float | bool]]
-    ) -> list[tuple[int, float | bool]]:
-        """Checked, and kept in llama-server's pair form whichever form came."""
+        cls, v: dict[str, float | bool] | list[tuple[int | str, float | bool]]
+    ) -> list[tuple[int | str, float | bool]]:
+        """Checked, and kept in llama-server's pair form whichever form came (a key of digits
+        is a token id, any other a text)."""
         if isinstance(v, dict):
-            for key in v:
-                if not key.lstrip("-").isdigit():
-                    raise ValueError(f"logit_bias keys are token ids, got {key!r}")
-            v = [(int(key), bias) for key, bias in v.items()]
+            v = [(int(k) if k.lstrip("-").isdigit() else k, bias) for k, bias in v.items()]
         for _, bias in v:
+            if bias is True:
+                raise ValueError("a logit bias is a number, or false to ban the token")
             if bias is not False and not -100.0 <= float(bias) <= 100.0:
                 raise ValueError(f"a logit bias must be between -100 and 100, got {bias}")
         return v
 
-    def bias_pairs(self) -> tuple[tuple[int, float], ...]:
-        """(token, bias) of logit_bias; a ban (false, or -100 as OpenAI means it) is -inf."""
+    def bias_pairs(self) -> tuple[tuple[int | str, float], ...]:
+        """(token or text, bias) of logit_bias; a ban (false, or -100 as OpenAI means it) is
+        -inf. The engine turns a text into its tokens."""
         pairs = self.logit_bias or []  # pairs whichever form came (the validator's)
         ban = float("-inf")
         return tuple((t, ban if b is False or float(b) <= -100.0 else float(b)) for t, b in pairs)
@@ -231,11 +233,12 @@ SETTING_NAMES = ("temperature", "top_k", "top_p", "min_p", "repeat_last_n", "rep
 SETTING_NAMES += ("presence_penalty", "frequency_penalty", "ignore_eos", "stream")
 
 
-def default_params(seed: int, n_predict: int) -> dict[str, Any]:
+def default_params(seed: int, n_predict: int, temperature: float) -> dict[str, Any]:
     """The sampling a request gets for what it leaves out (GET /props), in llama-server's
     names."""
     fields = GenerationFields.model_fields
     params: dict[str, Any] = {name: fields[name].default for name in SETTING_NAMES}
+    params["temperature"] = temperature
     return {"seed": seed, **params, "n_predict": n_predict, "max_tokens": n_predict}
 
 

@@ -6,6 +6,7 @@ The turn itself is built by app/chat/chat_turn.py; the question by app/docs/doc_
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 from fastapi import Request
@@ -50,9 +51,36 @@ def with_citations(citations: list[dict[str, Any]]):  # noqa: ANN201
     return reshape
 
 
+def with_verbose(prompt: str):  # noqa: ANN201
+    """A reshape for chat replies: llama-server's `__verbose`, the reply as its native
+    completion shows it, the prompt's text (special tokens spelled out) among it."""
+
+    def reshape(whole: dict[str, Any]) -> dict[str, Any]:
+        usage = whole["usage"]
+        whole["__verbose"] = {
+            "index": 0,
+            "content": whole["choices"][0]["message"]["content"],
+            "id_slot": whole["timings"].get("id_slot", -1),
+            "stop": True,
+            "model": whole["model"],
+            "tokens_predicted": usage["completion_tokens"],
+            "tokens_evaluated": usage["prompt_tokens"],
+            "prompt": prompt,
+            "timings": whole["timings"],
+        }
+        return whole
+
+    return reshape
+
+
+def _then(first, second):  # noqa: ANN001, ANN202
+    return second if first is None else lambda whole: second(first(whole))
+
+
 async def reply_turn(
-    services: Services, turn: Turn, body: GenerationFields, http: Request
+    services: Services, turn: Turn, body: GenerationFields, http: Request, verbose: bool = False
 ) -> Response:
+    """`verbose`: the unstreamed reply carries llama-server's `__verbose`."""
     reply = Reply(ChatShape, turn.route, turn.on_end, turn.extra)
     thinking = turn.thinking if turn.thinking.splits else None
     reply.thinking = thinking
@@ -63,6 +91,11 @@ async def reply_turn(
     if turn.citations is not None:
         reply.prelude = {"citations": turn.citations}
         reply.reshape = with_citations(turn.citations)
+    if verbose:
+        vocab = services.engine.tokenizer
+        ids = [t for t in turn.request.prompt.tokens if t >= 0]  # no image placeholders
+        prompt = await asyncio.to_thread(vocab.detokenize, ids, True)
+        reply.reshape = _then(reply.reshape, with_verbose(prompt))
     try:
         return await respond(services, turn.request, body, reply, http)
     except RequestError:

@@ -20,7 +20,7 @@ from typing import Any, Protocol, cast
 
 from app.chat.images import image_prompt
 from app.chat.messages import ChatMessage
-from app.chat.prompter import Prompter
+from app.chat.prompter import PromptEnd, Prompter
 from app.chat.reasoning import ReasoningAsk, Thinking
 from app.chat.session_history import history, history_prompt, store_images, visible_uploads
 from app.chat.session_lookup import session_not_found
@@ -100,11 +100,14 @@ class ChatTurns:
         build: Build,
         tools: list[ToolSpec] | None = None,
         reasoning: ReasoningAsk | None = None,
+        end: PromptEnd | None = None,
     ) -> Turn:
         """A chat that sends its whole history; `session`: its slot-affinity key, if any;
         `tools`: what the model may call (put into the prompt as app/chat/tool_messages.py says);
-        `reasoning`: the request's reasoning format and template variables."""
+        `reasoning`: the request's reasoning format and template variables; `end`: how the
+        prompt ends (a prefill continues a reply; `messages` are then those before it)."""
         messages, template_tools = prompt_messages(messages, tools or [], self.prompter.knows_tools)
+        end = end or PromptEnd()
         reasoning = reasoning or ReasoningAsk()
         prompter = self._prompter(reasoning)
         citations, documents = None, frozenset[str]()
@@ -120,10 +123,16 @@ class ChatTurns:
             messages = [*messages[:-1], last]
         on_end: list[EndHook] = []
         if any(m.has_images() for m in messages):
+            if end != PromptEnd():
+                raise RequestError(
+                    "a chat with images ends with the generation prompt: it cannot continue an "
+                    "assistant message nor leave add_generation_prompt out",
+                    param="messages",
+                )
             request = await self._image_request(messages, tenant, build, template_tools, prompter)
         else:
             request, remember = await self._text_request(
-                messages, salt, build, template_tools, prompter
+                messages, salt, build, template_tools, prompter, end
             )
             on_end.append(remember)
         request.continuation = self.prompter.continuation
@@ -142,11 +151,17 @@ class ChatTurns:
         return reasoning.thinking(self.settings.reasoning_format, tail)
 
     async def count_prompt(
-        self, messages: list[ChatMessage], tenant: str, salt: str, build: Build
+        self,
+        messages: list[ChatMessage],
+        tenant: str,
+        salt: str,
+        build: Build,
+        tools: list[ToolSpec] | None = None,
+        end: PromptEnd | None = None,
     ) -> int:
-        """Prompt tokens of a chat request, images included, built as `from_messages` builds it
-        and never submitted."""
-        turn = await self.from_messages(messages, None, None, tenant, salt, build)
+        """Prompt tokens of a chat request, images and tools included, built as `from_messages`
+        builds it and never submitted."""
+        turn = await self.from_messages(messages, None, None, tenant, salt, build, tools, end=end)
         return len(turn.request.prompt)
 
     async def _image_request(
@@ -174,13 +189,14 @@ class ChatTurns:
         build: Build,
         tools: TemplateTools,
         prompter: Prompter,
+        end: PromptEnd,
     ) -> tuple[GenerationRequest, EndHook]:
         turns = self.turns
         template = [m.for_template() for m in messages]
 
         def tokenize() -> tuple[str, list[int]]:
             # Rendering and tokenizing a long history is CPU work: never on the event loop.
-            text = prompter.render(template, tools=tools)
+            text = prompter.render_end(template, tools, end)
             # Earlier replies keep the ids the model generated (see app/chat/turn_cache.py).
             return text, turns.tokens_of(salt, text, prompter.extend)
 

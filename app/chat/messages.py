@@ -80,12 +80,12 @@ class ChatMessage(BaseModel):
     # decides whether the history shows it.
     reasoning_content: str | None = None
 
-    def text(self) -> str:
+    def text(self, delimiter: str = "") -> str:
         if self.content is None:
             return ""
         if isinstance(self.content, str):
             return self.content
-        return "".join(p.text for p in self.content if isinstance(p, TextPart))
+        return delimiter.join(p.text for p in self.content if isinstance(p, TextPart))
 
     def for_template(self, marker: str | None = None) -> dict[str, Any]:
         """The shape chat templates expect: role and plain-text content, with `marker` where

@@ -4,6 +4,7 @@ start (app/engine/template_choice.py; by default the model's own)."""
 from __future__ import annotations
 
 import copy
+from dataclasses import dataclass
 from typing import Any
 
 from app.engine.template_choice import TemplateChoice, build_template
@@ -15,6 +16,17 @@ def thinking_default(mode: str, supported: bool) -> bool:
     """The template's `enable_thinking` under --reasoning `mode`, as llama-server sets it: on
     and off say so; auto thinks where the template can."""
     return mode == "on" or (mode == "auto" and supported)
+
+
+@dataclass(slots=True, frozen=True)
+class PromptEnd:
+    """How a chat prompt ends, as llama-server's `add_generation_prompt` and its assistant
+    prefill (`continue_final_message`, or a last assistant message) say."""
+
+    generation_prompt: bool = True  # the template's opening of the assistant's turn
+    # The text the reply goes on from (the last assistant message's, its text parts joined by
+    # a blank line), put after the generation prompt; None: a new reply.
+    prefill: str | None = None
 
 
 class Prompter:
@@ -85,6 +97,16 @@ class Prompter:
     ) -> str:
         """`tools` (OpenAI's shape) only for a template that `knows_tools`."""
         return self.template.render(messages, add_generation_prompt, tools, **self.kwargs)
+
+    def render_end(
+        self, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None, end: PromptEnd
+    ) -> str:
+        """The prompt of these messages ending as `end` says; with a prefill, `messages` are
+        those before the message it continues (llama.cpp's continuation: the generation prompt,
+        then that message's text)."""
+        if end.prefill is None:
+            return self.render(messages, end.generation_prompt, tools)
+        return self.render(messages, True, tools) + end.prefill
 
     def needs_bos(self, text: str) -> bool:
         # The template may already start with BOS; adding another would change every prompt's

@@ -27,6 +27,7 @@ class EngineConfig:
     cache_prompt: bool = True  # server default for requests that do not say
     slot_prompt_similarity: float = 0.1  # min LCP / prompt length to prefer a slot by its cache
     seed: int = -1  # default sampling seed; -1 = random per request
+    temperature: float = 0.8  # for requests that give none (SamplingParams.temperature None)
     # Seconds a slot stays idle before its conversation's predictable continuation is
     # prefilled: a quick follow-up (a retry, a different prompt) must not wait for that work.
     idle_prefill_delay: float = 0.25

@@ -27,10 +27,12 @@ from pathlib import Path
 from app.cache.state_file import cached_fingerprint
 from app.engine.arrivals import Arrival
 from app.engine.config import EngineConfig
+from app.engine.decode_counts import DecodeCounts
 from app.engine.engine_info import CacheStats, ModelInfo
 from app.engine.engine_parts import build_parts
 from app.engine.model import Model
 from app.engine.request import GenerationRequest
+from app.engine.request_defaults import apply_defaults
 from app.engine.slot import SlotInfo
 from app.engine.slot_files import SlotRestored, SlotSaved
 from app.engine.stream import EngineStream
@@ -130,13 +132,8 @@ class Engine:
         return max(1, min(share, self.model.n_ctx))
 
     def validate(self, request: GenerationRequest) -> None:
-        """Check a request and apply the server's limits to it: -n is the default max_tokens
-        (llama-server's meaning), --max-tokens-limit its cap (ours, for a public server)."""
-        if request.max_tokens is None and self.config.n_predict > 0:
-            request.max_tokens = self.config.n_predict
-        cap = self.config.max_tokens_limit
-        if cap > 0:
-            request.max_tokens = min(request.max_tokens or cap, cap)
+        """Check a request, its defaults and limits applied (app/engine/request_defaults.py)."""
+        apply_defaults(request, self.config, self.model)
         request.check(
             self.n_ctx_request,
             self.model.n_vocab,
@@ -217,6 +214,10 @@ class Engine:
     def model_fingerprint(self) -> str:
         """The model file's identity: slot saves and stored chunk token ids are keyed by it."""
         return cached_fingerprint(self.model.path)
+
+    def decode_counts(self) -> DecodeCounts:
+        """The client steps' llama_decode calls so far (any thread: a copy)."""
+        return self.stepper.counts.copy()
 
     def model_info(self) -> ModelInfo:
         m = self.model

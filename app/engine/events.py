@@ -28,11 +28,17 @@ class Timings:
     draft_n_accepted: int = 0
 
     def as_dict(self) -> dict[str, float | int]:
+        # As llama-server: times in whole microseconds and the rates from those, and generation
+        # rates over decode steps, one fewer than the tokens: the first token comes from the
+        # logits of the prompt's last batch.
+        prompt_ms, predicted_ms = round(self.prompt_ms, 3), round(self.predicted_ms, 3)
+        steps = max(self.predicted_n - 1, 0)
+
         def per_token(ms: float, n: int) -> float:
             return ms / n if n else 0.0
 
         def per_second(ms: float, n: int) -> float:
-            return 1000.0 * n / ms if ms > 0 else 0.0
+            return 1e3 / ms * n if ms > 0 else 0.0
 
         prefix_n = self.cache_n - self.chunk_n
         reuse = {"kv_reuse": self.kv_reuse} if self.kv_reuse is not None else {}
@@ -57,13 +63,13 @@ class Timings:
             },
             **reuse,
             "prompt_n": self.prompt_n,
-            "prompt_ms": round(self.prompt_ms, 3),
-            "prompt_per_token_ms": round(per_token(self.prompt_ms, self.prompt_n), 3),
-            "prompt_per_second": round(per_second(self.prompt_ms, self.prompt_n), 3),
+            "prompt_ms": prompt_ms,
+            "prompt_per_token_ms": per_token(prompt_ms, self.prompt_n),
+            "prompt_per_second": per_second(prompt_ms, self.prompt_n),
             "predicted_n": self.predicted_n,
-            "predicted_ms": round(self.predicted_ms, 3),
-            "predicted_per_token_ms": round(per_token(self.predicted_ms, self.predicted_n), 3),
-            "predicted_per_second": round(per_second(self.predicted_ms, self.predicted_n), 3),
+            "predicted_ms": predicted_ms,
+            "predicted_per_token_ms": per_token(predicted_ms, steps),
+            "predicted_per_second": per_second(predicted_ms, steps),
             **draft,
         }
 

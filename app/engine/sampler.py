@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import ctypes
 import random
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import llama_cpp
@@ -17,7 +18,8 @@ import numpy as np
 
 @dataclass(slots=True)
 class SamplingParams:
-    temperature: float = 0.8
+    # None: the server's default (--temp), filled in when the request is validated.
+    temperature: float | None = 0.8
     top_p: float = 0.95
     top_k: int = 40
     min_p: float = 0.05
@@ -30,11 +32,13 @@ class SamplingParams:
     grammar: str | None = None
     # (token, bias) added to the token's logit before anything else (OpenAI's logit_bias);
     # -inf bans the token.
-    logit_bias: tuple[tuple[int, float], ...] = ()
+    # A text in place of a token (llama-server's) until the request is validated: each of its
+    # tokens then (`token_biases`).
+    logit_bias: tuple[tuple[int | str, float], ...] = ()
 
     @property
     def greedy(self) -> bool:
-        return self.temperature <= 0.0
+        return self.temperature is not None and self.temperature <= 0.0
 
     @property
     def has_penalties(self) -> bool:
@@ -156,3 +160,16 @@ class Sampler:
         if self._chain is not None:
             llama_cpp.llama_sampler_free(self._chain)
             self._chain = None
+
+
+def token_biases(
+    pairs: tuple[tuple[int | str, float], ...], tokenize: Callable[[str], list[int]]
+) -> tuple[tuple[int | str, float], ...]:
+    """The biases with each text's tokens in its place (tokenized as llama-server does: no
+    special tokens added, none parsed)."""
+    if not any(isinstance(key, str) for key, _ in pairs):
+        return pairs
+    out: list[tuple[int | str, float]] = []
+    for key, bias in pairs:
+        out += [(t, bias) for t in tokenize(key)] if isinstance(key, str) else [(key, bias)]
+    return tuple(out)

@@ -17,6 +17,7 @@ import numpy as np
 
 from app.engine.background_pacer import BackgroundPacer
 from app.engine.batch import Batch
+from app.engine.decode_counts import DecodeCounts
 from app.engine.events import TokenLogprob
 from app.engine.kv_room import make_room
 from app.engine.model import Model
@@ -50,6 +51,7 @@ class Stepper:
         # Its own unless given; the engine shares its batch with the idle tail prefill, which
         # runs between steps (`Slot.prefill_tail`). Closed by `close`.
         self._batch = batch if batch is not None else model.new_batch()
+        self.counts = DecodeCounts()  # client steps, for llama-server's /metrics
 
     def close(self) -> None:
         self._batch.close()
@@ -90,12 +92,15 @@ class Stepper:
         if status != 0:
             raise RuntimeError(f"llama_decode returned {status}")
         seconds = time.perf_counter() - t0
-        if all(p.task is None or p.task.request.background for p in planned):
+        clients = [p for p in planned if p.task is not None and not p.task.request.background]
+        if not clients:
             self.pacer.observe(self._batch.n_tokens, seconds)
-        elif self.speculator is not None and all(p.n_prompt == 0 and p.task for p in planned):
-            # Generating slots only: what their tokens and the drafts cost (DraftCost).
-            drafts = sum(len(p.draft) for p in planned)
-            self.speculator.cost.observe(len(planned), drafts, seconds)
+        else:
+            self.counts.count(len(clients), sum(1 for p in clients if p.draft))
+            if self.speculator is not None and all(p.n_prompt == 0 and p.task for p in planned):
+                # Generating slots only: what their tokens and the drafts cost (DraftCost).
+                drafts = sum(len(p.draft) for p in planned)
+                self.speculator.cost.observe(len(planned), drafts, seconds)
         self.scheduler.commit(planned)
         self._sample(planned)
         return True

@@ -7,7 +7,8 @@ llama context. Any thread may call it: the vocabulary never changes (see app/eng
 
 from __future__ import annotations
 
-from typing import Protocol
+import weakref
+from typing import Any, Protocol
 
 
 class Tokenizer(Protocol):
@@ -36,3 +37,15 @@ class Tokenizer(Protocol):
     def is_eog(self, token: int) -> bool: ...
 
     def chat_template(self) -> str | None: ...
+
+
+_EOG: weakref.WeakKeyDictionary[Any, tuple[int, ...]] = weakref.WeakKeyDictionary()
+
+
+def eog_tokens(vocab: Tokenizer) -> tuple[int, ...]:
+    """The vocabulary's end-of-generation tokens (llama-server's ignore_eos bans them all),
+    found once per model."""
+    found = _EOG.get(vocab)
+    if found is None:
+        found = _EOG[vocab] = tuple(t for t in range(vocab.n_vocab) if vocab.is_eog(t))
+    return found

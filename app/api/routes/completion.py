@@ -15,7 +15,7 @@ from app.api.auth import cache_salt
 from app.api.errors import ERROR_RESPONSES, STREAMING
 from app.api.native_completion import NativeHead, NativeWriter
 from app.api.native_errors import NativeErrorResponse
-from app.api.native_schemas import NativeCompletionRequest, Prompt
+from app.api.native_schemas import JsonPrompt, NativeCompletionRequest, Prompt
 from app.api.responder import Reply, respond
 from app.api.responses import TextShape
 from app.api.services import Services, ServicesDep
@@ -33,6 +33,14 @@ NATIVE_ERRORS: dict[int | str, dict[str, Any]] = {
 
 def _prompt(services: Services, prompt: Prompt) -> tuple[TokenSequence, str]:
     """The prompt's tokens, and its text as the reply's `prompt` says it. Worker thread."""
+    if isinstance(prompt, JsonPrompt):
+        if prompt.multimodal_data:
+            # As llama-server without a projector; with one, images go through the chat routes.
+            raise ValueError(
+                "multimodal_data is not supported in a completion prompt: send images to "
+                "/v1/chat/completions"
+            )
+        prompt = prompt.prompt_string
     tokens = services.prompter.text_prompt(prompt)
     if isinstance(prompt, str):
         return tokens, prompt
@@ -76,7 +84,7 @@ async def _complete(
         tokens, text = await asyncio.to_thread(_prompt, services, prompt)
     except ValueError as e:
         raise RequestError(str(e), param="prompt") from e
-    seed, settings = services.settings.seed, services.settings
+    seed, settings, vocab = services.settings.seed, services.settings, services.engine.tokenizer
     # A streamed delta carries the timings so far: its slot, the prompt's progress, and the
     # timings of `timings_per_token`.
     request = body.generation(tokens, seed, timings_per_token=body.stream)
@@ -85,7 +93,7 @@ async def _complete(
         model=services.model_name,
         prompt=text,
         n_prompt=len(tokens),
-        settings=body.settings(seed, settings.n_predict),
+        settings=body.settings(seed, settings.n_predict, settings.temperature, vocab),
         n_probs=body.n_probs,
         return_tokens=body.return_tokens,
         timings_per_token=body.timings_per_token,

@@ -4,10 +4,12 @@ llama-server, each but /v1/completions also without /v1, and /chat/completions/i
 from __future__ import annotations
 
 import asyncio
+import json
 import time
 from typing import Any
 
 from fastapi import APIRouter, Header, Request
+from fastapi.responses import JSONResponse
 
 from app.api.auth import cache_salt
 from app.api.errors import STREAMING
@@ -17,7 +19,7 @@ from app.api.responder import Reply, respond
 from app.api.responses import TextShape
 from app.api.services import Services, ServicesDep
 from app.api.structured_output import finish_request, refuse_unsupported
-from app.api.turn_reply import reply_turn, request_builder
+from app.api.turn_reply import Response, reply_turn, request_builder
 from app.chat.session_lookup import check_session
 from app.engine.request import RequestError
 
@@ -38,14 +40,39 @@ async def chat_completions(
     session = body.session_id or x_session_id
     if session is not None:
         await check_session(services.store, session, tenant)
+    if body.n == 1:
+        return await _chat_turn(body, http, services, tenant, session)
+    if body.stream:
+        raise RequestError("n > 1 is answered unstreamed: send stream false", param="n")
+    # As llama-server: every choice is a generation of its own, queued at once; the first
+    # reply carries the others' choices, and the first that fails is the answer.
+    replies = await asyncio.gather(
+        *(_chat_turn(body, http, services, tenant, session) for _ in range(body.n))
+    )
+    failed = next((r for r in replies if r.status_code != 200), None)
+    if failed is not None:
+        return failed
+    wholes = [json.loads(bytes(r.body)) for r in replies]  # type: ignore[union-attr]
+    wholes[0]["choices"] = [{**w["choices"][0], "index": i} for i, w in enumerate(wholes)]
+    return JSONResponse(wholes[0])
+
+
+async def _chat_turn(
+    body: ChatCompletionRequest,
+    http: Request,
+    services: Services,
+    tenant: str,
+    session: str | None,
+) -> Response:
     salt = cache_salt(http, body.cache_salt)
     build = request_builder(body, services.settings.seed, salt, "messages")
-    chats = services.chats
-    tools = body.tool_specs()
-    turn = await chats.from_messages(
-        body.messages, body.rag, session, tenant, salt, build, tools, body.reasoning_ask()
+    messages, end = body.prompt_end()
+    tools, reasoning = body.tool_specs(), body.reasoning_ask()
+    turn = await services.chats.from_messages(
+        messages, body.rag, session, tenant, salt, build, tools, reasoning, end
     )
-    return await reply_turn(services, turn, body, http)
+    verbose = services.settings.verbose if body.verbose is None else body.verbose
+    return await reply_turn(services, turn, body, http, verbose)
 
 
 @router.post("/v1/chat/completions/input_tokens")
@@ -56,7 +83,9 @@ async def input_tokens(
     """How many prompt tokens the chat request would have, nothing generated (llama-server's)."""
     salt = cache_salt(http, body.cache_salt)
     build = request_builder(body, services.settings.seed, salt, "messages")
-    n = await services.chats.count_prompt(body.messages, tenant, salt, build)
+    messages, end = body.prompt_end()
+    chats = services.chats
+    n = await chats.count_prompt(messages, tenant, salt, build, body.tool_specs(), end)
     return {"object": "response.input_tokens", "input_tokens": n}
 
 
@@ -85,7 +114,7 @@ def _model(services: Services) -> dict[str, Any]:
         "object": "model",
         "created": int(time.time()),
         "owned_by": "kvchat",
-        "aliases": [services.model_name],
+        "aliases": services.settings.model_aliases() or [services.model_name],
         "tags": _tags(services),
         "meta": {
             "n_ctx": info.n_ctx,
@@ -110,7 +139,7 @@ async def models(services: ServicesDep):
 @router.get("/models/{model_id:path}", include_in_schema=False)
 async def model(model_id: str, services: ServicesDep):
     """OpenAI's models.retrieve: this server serves one model, under its name."""
-    if model_id != services.model_name:
+    if model_id not in (services.model_name, *services.settings.model_aliases()):
         raise RequestError(
             f"model {model_id!r} does not exist; this server serves {services.model_name!r}",
             param="model",

@@ -50,7 +50,8 @@ from app.chat.tools import ReplyParser, ToolCall
 from app.db.records import SessionRecord
 from app.engine.request import RequestError
 
-router = APIRouter(prefix="/v1")
+# The generating routes also without /v1, as llama-server serves them (left out of the schema).
+router = APIRouter()
 
 
 def _not_found(rid: str, param: str | None = None) -> RequestError:
@@ -115,6 +116,14 @@ async def _conversation(
     return session, previous
 
 
+def _stateless(body: ResponsesRequest) -> tuple[str, list[ChatMessage]]:
+    """A request's own conversation: the system text (instructions and system items) and the
+    messages, that system text first."""
+    systems, new = input_messages(body.items())
+    system = "\n\n".join([*([body.instructions] if body.instructions else []), *systems])
+    return system, [*([ChatMessage(role="system", content=system)] if system else []), *new]
+
+
 def _echo(body: ResponsesRequest) -> dict[str, Any]:
     return {
         "max_output_tokens": body.max_output_tokens,
@@ -144,7 +153,8 @@ RESPONSE_LINKS = openapi_links(
 )
 
 
-@router.post("/responses", responses={200: {**STREAMING[200], "links": RESPONSE_LINKS}})
+@router.post("/v1/responses", responses={200: {**STREAMING[200], "links": RESPONSE_LINKS}})
+@router.post("/responses", include_in_schema=False)
 async def create_response(
     body: ResponsesRequest, http: Request, services: ServicesDep, tenant: TenantDep
 ):
@@ -157,10 +167,9 @@ async def create_response(
     model = body.model or services.model_name
     turn: Turn
     if not body.store and body.previous_response_id is None:
-        system = "\n\n".join([*([body.instructions] if body.instructions else []), *systems])
-        messages = [ChatMessage(role="system", content=system)] if system else []
+        system, messages = _stateless(body)
         turn = await services.chats.from_messages(
-            [*messages, *new], None, None, tenant, cache_salt(http), build, tools=tools
+            messages, None, None, tenant, cache_salt(http), build, tools=tools
         )
         head = ResponseHead("resp_" + uuid.uuid4().hex, model, None, system or None)
     else:
@@ -177,6 +186,9 @@ async def create_response(
         rid = make_response_id(session.id, stored.inputs[-1].id)
         head = ResponseHead(rid, model, previous, session.system_prompt)
     head.echo = _echo(body)
+    head.timings_per_token, head.return_progress = body.timings_per_token, body.return_progress
+    if body.stream and (body.timings_per_token or body.return_progress):
+        turn.request.timings_per_token = True  # the engine's timings on each text delta
     reply = Reply(ChatShape, "responses", turn.on_end, writer=ResponsesWriter(head, parser))
     try:
         return await respond(services, turn.request, chat, reply, http)
@@ -186,7 +198,27 @@ async def create_response(
         raise
 
 
-@router.get("/responses/{response_id}")
+@router.post("/v1/responses/input_tokens")
+@router.post("/responses/input_tokens", include_in_schema=False)
+async def input_tokens(
+    body: ResponsesRequest, http: Request, services: ServicesDep, tenant: TenantDep
+):
+    """The prompt tokens a response to this request would start from, instructions and tools
+    included (llama-server's); nothing is generated or stored."""
+    if body.previous_response_id is not None:
+        raise RequestError(
+            "input_tokens counts a request's own input: leave previous_response_id out",
+            param="previous_response_id",
+        )
+    chat = _chat(body)
+    salt = cache_salt(http)
+    build = request_builder(chat, services.settings.seed, salt, "input")
+    _, messages = _stateless(body)
+    n = await services.chats.count_prompt(messages, tenant, salt, build, chat.tool_specs())
+    return {"object": "response.input_tokens", "input_tokens": n}
+
+
+@router.get("/v1/responses/{response_id}")
 async def get_response(response_id: str, stored: StoredDep, services: ServicesDep):
     session, found = stored
     previous = None
@@ -217,7 +249,7 @@ async def get_response(response_id: str, stored: StoredDep, services: ServicesDe
     return response_object(head, status, output, usage, reason)
 
 
-@router.delete("/responses/{response_id}")
+@router.delete("/v1/responses/{response_id}")
 async def delete_response(response_id: str, stored: StoredDep, services: ServicesDep):
     """The response and what followed it in its conversation (later responses built on it)."""
     session, found = stored

@@ -17,6 +17,9 @@ from app.api.slot_actions import SlotActions
 
 router = APIRouter()
 
+# llama-server's Process-Start-Time-Unix header on /metrics: when this server started.
+PROCESS_START = int(time.time())
+
 
 @router.get("/health")
 async def health(services: ServicesDep):
@@ -100,7 +103,11 @@ async def metrics(services: ServicesDep) -> Response:
     if not services.settings.metrics:
         return _turned_off("metrics endpoint", "--metrics")
     body, content_type = services.metrics.render()
-    return Response(body, media_type=content_type)
+    response = Response(body, media_type=content_type)
+    # Spelled as llama-server spells it (header names are case-blind, but not every client's
+    # lookup is); Starlette would lower-case a name given in `headers`.
+    response.raw_headers.append((b"Process-Start-Time-Unix", str(PROCESS_START).encode()))
+    return response
 
 
 @router.get("/props")
@@ -111,7 +118,7 @@ async def props(services: ServicesDep):
     vocab = services.engine.tokenizer
     return {
         "default_generation_settings": {
-            "params": default_params(settings.seed, settings.n_predict),
+            "params": default_params(settings.seed, settings.n_predict, settings.temperature),
             "n_ctx": info.n_ctx_request,
         },
         "total_slots": info.n_slots,

@@ -144,6 +144,22 @@ def test_a_tool_loop_with_tool_use_and_tool_result(client: anthropic.Anthropic, 
     assert answer.usage.cache_read_input_tokens >= kept - 1
 
 
+def test_count_tokens_counts_the_prompt_a_message_would_start_from(
+    server: ServerProcess, client: anthropic.Anthropic
+):
+    kw = {"model": "m", "messages": HELLO}
+    plain = client.messages.count_tokens(**kw).input_tokens
+    terse = client.messages.count_tokens(system="Be terse.", **kw).input_tokens
+    assert 0 < terse < client.messages.count_tokens(system="Be terse and kind.", **kw).input_tokens
+    assert plain < client.messages.count_tokens(tools=[WEATHER], **kw).input_tokens
+    reply = client.messages.create(max_tokens=1, extra_body=GREEDY, **kw)
+    assert reply.usage.input_tokens + reply.usage.cache_read_input_tokens == plain
+    # Only input_tokens, as llama-server and Anthropic answer; no max_tokens needed.
+    url = server.base_url + "/v1/messages/count_tokens"
+    raw = httpx.post(url, json={"messages": HELLO}, headers={"x-api-key": "sk-test"})
+    assert raw.status_code == 200 and raw.json() == {"input_tokens": plain}
+
+
 def test_errors_come_in_anthropic_s_shape(server: ServerProcess, client: anthropic.Anthropic):
     with pytest.raises(anthropic.BadRequestError) as e:
         client.messages.create(model="m", max_tokens=8, messages=[])

@@ -597,9 +597,13 @@ def test_logit_bias_bans_and_forces_tokens_and_bad_biases_are_refused(server: Se
     assert forced.startswith(" banana")
     # false bans, as in llama-server
     assert tokens(complete(logit_bias=[[first, False]])["choices"][0]["text"])[0] != first
+    # llama-server's text keys, in either form: each of the text's tokens gets the bias.
+    piece = plain[: len(plain) - len(plain.lstrip())] + plain.split()[0]
+    for form in ({piece: -100}, [[piece, False]]):
+        assert not complete(logit_bias=form)["choices"][0]["text"].startswith(piece)
 
     for bad, words in (
-        ({"abc": 1}, "token ids"),
+        ({"abc": True}, "a number, or false"),
         ({str(first): 500}, "between -100 and 100"),
         ({"99999999": 1}, "vocabulary"),
     ):

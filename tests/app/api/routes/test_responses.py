@@ -90,6 +90,32 @@ def test_stream_gives_the_event_sequence_and_the_stored_response(client: openai.
     assert stored.usage.output_tokens == helper.usage.output_tokens
 
 
+def test_input_tokens_and_llama_server_s_stream_telemetry(
+    server: ServerProcess, client: openai.OpenAI
+):
+    url, body = server.base_url, {"instructions": "You are brief.", "input": "Name a fruit."}
+    counted = httpx.post(url + "/v1/responses/input_tokens", json=body, timeout=60).json()
+    assert counted["object"] == "response.input_tokens"
+    reply = client.responses.create(model="m", store=False, max_output_tokens=2, **body)
+    assert reply.usage.input_tokens == counted["input_tokens"]
+    # llama-server's path without /v1, and its telemetry: the prompt's progress, the timings
+    # on each text delta and on the last event.
+    ask = {**body, "stream": True, "max_output_tokens": 4}
+    ask |= {"timings_per_token": True, "return_progress": True}
+    with httpx.stream("POST", url + "/responses", json=ask, timeout=60) as r:
+        lines = [line for line in r.iter_lines() if line.startswith("data: ")]
+    events = [json.loads(line[6:]) for line in lines]
+    progress = [e for e in events if "prompt_progress" in e]
+    assert [e["type"] for e in progress] == ["response.in_progress"]
+    assert progress[0]["prompt_progress"]["total"] == counted["input_tokens"]
+    deltas = [e for e in events if e["type"] == "response.output_text.delta"]
+    assert deltas and all(e["timings"]["predicted_n"] >= 1 for e in deltas)
+    assert (
+        events[-1]["timings"]["prompt_n"] + events[-1]["timings"]["cache_n"]
+        == (counted["input_tokens"])
+    )
+
+
 def test_text_format_json_schema_goes_through_the_grammar(client: openai.OpenAI):
     reply = client.responses.create(
         model="m", input="Is the sky blue?", text=YES_NO, max_output_tokens=32
