@@ -6,6 +6,9 @@ browser's preflight, which carries no key) is answered here, on any path: 200, a
 and the allowed credentials, methods and headers (--cors-credentials, --cors-methods,
 --cors-headers).
 
+The headers are spelled as llama-server spells them (clients that read them case-sensitively
+find them; uvicorn sends names as given).
+
 The allowed origin (--cors-origins), as llama-server decides it:
 - `*` with credentials (the default): the request's own Origin, reflected;
 - `*` without credentials: `*`;
@@ -83,9 +86,9 @@ class Cors:
         if allowed is None:
             await self.app(scope, receive, send)
             return
-        extra = [(b"access-control-allow-origin", allowed.encode("latin-1"))]
+        extra = [(b"Access-Control-Allow-Origin", allowed.encode("latin-1"))]
         if allowed == origin:  # it depends on the request: caches must keep answers apart
-            extra.append((b"vary", b"Origin"))
+            extra.append((b"Vary", b"Origin"))
 
         async def send_allowed(message: Message) -> None:
             if message["type"] == "http.response.start":
@@ -102,14 +105,14 @@ class Cors:
     async def _preflight(self, send: Send, allowed: str | None) -> None:
         policy = self.policy
         headers = [
-            (b"access-control-allow-credentials", b"true" if policy.credentials else b"false"),
-            (b"access-control-allow-methods", policy.methods.encode("latin-1")),
-            (b"access-control-allow-headers", policy.headers.encode("latin-1")),
-            (b"content-type", b"text/html"),
-            (b"content-length", b"0"),
+            (b"Access-Control-Allow-Credentials", b"true" if policy.credentials else b"false"),
+            (b"Access-Control-Allow-Methods", policy.methods.encode("latin-1")),
+            (b"Access-Control-Allow-Headers", policy.headers.encode("latin-1")),
+            (b"Content-Type", b"text/html"),
+            (b"Content-Length", b"0"),
         ]
         if allowed is not None:
-            headers.insert(0, (b"access-control-allow-origin", allowed.encode("latin-1")))
+            headers.insert(0, (b"Access-Control-Allow-Origin", allowed.encode("latin-1")))
         await send({"type": "http.response.start", "status": 200, "headers": headers})
         await send({"type": "http.response.body", "body": b""})
 

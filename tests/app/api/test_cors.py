@@ -59,6 +59,9 @@ def test_a_preflight_needs_no_key_and_says_what_is_allowed(keyed: KeyedServer):
     assert r.headers["access-control-allow-credentials"] == "true"
     assert r.headers["access-control-allow-methods"] == "GET, POST, DELETE, OPTIONS"
     assert r.headers["access-control-allow-headers"] == "*"
+    # spelled as llama-server spells them: some clients look them up case-sensitively
+    names = {k.decode() for k, _ in r.headers.raw}
+    assert {"Access-Control-Allow-Origin", "Access-Control-Allow-Headers"} <= names
     # on any path, a route or not: it is answered before routing
     assert httpx.options(keyed.url + "/nowhere", headers=PREFLIGHT).status_code == 200
 
