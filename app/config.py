@@ -58,11 +58,22 @@ class Settings(DerivedSettings, BaseSettings):
     replica_name: str | None = setting(None, "--replica-name", group=SERVER, engine="cache_journal")
     """this server's name in the X-Replica response header and its shared-cache journal, one
     per replica behind a load balancer (unset: host name:port)"""
-    # Not llama-server's default (*): this server stores sessions and documents, which any web
-    # page could read from a browser on the same machine if every origin were allowed.
+    # Unset differs from llama-server's * only for an open server: it stores sessions and
+    # documents, which any web page in a browser on the same machine could read otherwise.
     cors_origins: str | None = setting(None, "--cors-origins", group=SERVER)
-    """comma-separated origins a browser may call the API from (* for any); unset: only the
-    server's own pages"""
+    """origins a browser may call the API from: * (any), localhost (pages of localhost,
+    127.0.0.1 or [::1]), or origins comma-separated; unset: * with --api-key (llama-server's
+    default), localhost without"""
+    cors_methods: str = setting("GET, POST, DELETE, OPTIONS", "--cors-methods", group=SERVER)
+    """allowed methods a CORS preflight answers with"""
+    cors_headers: str = setting("*", "--cors-headers", group=SERVER)
+    """allowed headers a CORS preflight answers with"""
+    cors_credentials: bool = setting(True, "--cors-credentials", group=SERVER)
+    """CORS requests may carry credentials; with --cors-origins * the request's origin is
+    reflected (llama-server's)"""
+    ui_mcp_proxy: bool = setting(False, "--ui-mcp-proxy", "--webui-mcp-proxy", group=SERVER)
+    """serve llama-server's /cors-proxy?url=... (its web UI's MCP proxy): the server fetches any
+    URL it is asked; do not enable on an untrusted network"""
     ui: bool = setting(True, "--ui", group=SERVER)
     """serve the web UI (frontend/dist) at / (--no-ui: the API only)"""
     metrics: bool = setting(True, "--metrics", group=SERVER)
@@ -220,8 +231,8 @@ class Settings(DerivedSettings, BaseSettings):
     reasoning: Literal["on", "off", "auto"] = setting(
         "auto", "-rea", "--reasoning", group=REASONING
     )
-    """thinking in the chat template (its `enable_thinking`): on, off, or auto (the template's
-    own default); a request's `chat_template_kwargs` override"""
+    """thinking in the chat template (its `enable_thinking`): on, off, or auto (on where the
+    template can think, as llama-server's); a request's `chat_template_kwargs` override"""
 
     max_queue: int = setting(64, "--max-queue", group=LIMITS, engine=True, ge=0)
     """requests waiting for a slot before 503 + Retry-After (0: no bound)"""

@@ -8,12 +8,12 @@ from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 
 from fastapi import FastAPI
-from fastapi.middleware.cors import CORSMiddleware
 from starlette.types import Scope
 
 from app.api.arrival_tickets import ArrivalTickets
 from app.api.auth import Auth, tenant_salt
 from app.api.body_limit import BodyLimit, largest_body
+from app.api.cors import Cors, CorsPolicy, default_origins
 from app.api.errors import ERROR_RESPONSES, install_error_handlers
 from app.api.frontend import install_frontend
 from app.api.idempotent_writes import IdempotentWrites
@@ -23,6 +23,7 @@ from app.api.routes import (
     anthropic,
     collections,
     completion,
+    cors_proxy,
     documents,
     embeddings,
     media,
@@ -88,7 +89,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         metrics = Metrics(gauges)
         engine = Engine(config, on_cache_op=metrics.observe_cache_op)
         engine.start()
-        prompter = Prompter(engine.tokenizer, settings.template_choice())
+        prompter = Prompter(engine.tokenizer, settings.template_choice(), settings.reasoning)
         docs = Documents.build(settings, store, engine, prompter, tenant_salt)
         docs.start()
         media = MediaStore(media_root(settings), store)
@@ -132,18 +133,12 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.add_middleware(ReplicaHeader, name=settings.replica())  # on every answer, errors too
     # Outermost: a generation request counts as arriving before anything else is done with it.
     app.add_middleware(ArrivalTickets)
-    if settings.cors_origins:
-        # Outside the key check: a browser's preflight carries no key (llama-server's order).
-        app.add_middleware(
-            CORSMiddleware,
-            allow_origins=[o.strip() for o in settings.cors_origins.split(",") if o.strip()],
-            allow_methods=["*"],
-            allow_headers=["*"],
-            expose_headers=["*"],
-        )
+    # Outside the key check: a browser's preflight carries no key (llama-server's order).
+    app.add_middleware(Cors, policy=_cors_policy(settings))
     routers = (
         openai,
         completion,
+        cors_proxy,
         sessions,
         session_messages,
         system,
@@ -161,6 +156,13 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     if settings.ui:
         install_frontend(app)  # the built UI, for GETs no route takes
     return app
+
+
+def _cors_policy(settings: Settings) -> CorsPolicy:
+    origins = default_origins(settings.cors_origins, settings.api_key)
+    return CorsPolicy(
+        origins, settings.cors_credentials, settings.cors_methods, settings.cors_headers
+    )
 
 
 def _body_limit(settings: Settings) -> Callable[[Scope], int]:

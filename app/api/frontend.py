@@ -17,7 +17,7 @@ from starlette.exceptions import HTTPException
 from app.api.ui_files import UI_DIR, built_ui
 
 # Paths of the API: an unknown one is an API error (JSON), never a page of the UI.
-API_PREFIXES = ("/v1/", "/slots", "/cache", "/metrics", "/health")
+API_PREFIXES = ("/v1/", "/slots", "/cache", "/metrics", "/health", "/cors-proxy")
 
 
 def install_frontend(app: FastAPI, directory: Path = UI_DIR) -> None:

@@ -23,6 +23,18 @@ from mm.token_sequence import TokenSequence
 RESERVED_TEMPLATE_NAMES = frozenset({"messages", "add_generation_prompt", "bos_token", "eos_token"})
 
 
+def no_reserved_template_names(v: dict[str, Any] | None) -> dict[str, Any] | None:
+    """chat_template_kwargs may not stand in for what the server gives the template itself."""
+    taken = sorted(RESERVED_TEMPLATE_NAMES & (v or {}).keys())
+    if taken:
+        raise ValueError(f"{', '.join(taken)} cannot be set through chat_template_kwargs")
+    return v
+
+
+# A request's chat_template_kwargs: more variables for the chat template.
+TemplateKwargs = Annotated[dict[str, Any] | None, AfterValidator(no_reserved_template_names)]
+
+
 class RagOptions(BaseModel):
     """`"rag"` on a chat or session request: answer from these collections' chunks."""
 
@@ -108,15 +120,7 @@ class GenerationFields(BaseModel):
     # llama-server's: how the reply's <think> block is returned (the server's
     # --reasoning-format when left out), and extra variables for the chat template.
     reasoning_format: Literal["none", "deepseek", "deepseek-legacy", "auto"] | None = None
-    chat_template_kwargs: dict[str, Any] | None = None
-
-    @field_validator("chat_template_kwargs")
-    @classmethod
-    def _no_reserved_names(cls, v: dict[str, Any]) -> dict[str, Any]:
-        taken = sorted(RESERVED_TEMPLATE_NAMES & v.keys())
-        if taken:
-            raise ValueError(f"{', '.join(taken)} cannot be set through chat_template_kwargs")
-        return v
+    chat_template_kwargs: TemplateKwargs = None
 
     def reasoning_ask(self) -> ReasoningAsk:
         return ReasoningAsk(self.reasoning_format, self.chat_template_kwargs)

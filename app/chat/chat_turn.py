@@ -144,7 +144,7 @@ class ChatTurns:
         return Turn(request, "chat", on_end, citations=citations, thinking=thinking)
 
     def _prompter(self, reasoning: ReasoningAsk) -> Prompter:
-        return self.prompter.rendering(reasoning.kwargs(self.settings.reasoning))
+        return self.prompter.rendering(reasoning.kwargs())
 
     def _thinking(self, reasoning: ReasoningAsk, prompt: TokenSequence) -> Thinking:
         tail = self.prompter.tail_text(prompt)  # does the prompt leave the model in a thought?

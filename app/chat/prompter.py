@@ -12,6 +12,12 @@ from app.engine.tokenizer import Tokenizer
 from mm.token_sequence import TokenSequence
 
 
+def thinking_default(mode: str, supported: bool) -> bool:
+    """The template's `enable_thinking` under --reasoning `mode`, as llama-server sets it: on
+    and off say so; auto thinks where the template can."""
+    return mode == "on" or (mode == "auto" and supported)
+
+
 @dataclass(slots=True, frozen=True)
 class PromptEnd:
     """How a chat prompt ends, as llama-server's `add_generation_prompt` and its assistant
@@ -24,7 +30,10 @@ class PromptEnd:
 
 
 class Prompter:
-    def __init__(self, model: Tokenizer, choice: TemplateChoice | None = None) -> None:
+    def __init__(
+        self, model: Tokenizer, choice: TemplateChoice | None = None, reasoning: str = "auto"
+    ) -> None:
+        """`reasoning`: the server's --reasoning mode (on, off, auto)."""
         self._model = model
         self._bos = model.token_text(model.bos) if model.bos >= 0 else ""
         eos = model.token_text(model.eos) if model.eos >= 0 else ""
@@ -32,7 +41,12 @@ class Prompter:
             choice or TemplateChoice(), model.chat_template(), self._bos, eos
         )
         self.knows_tools = self.template.knows_tools  # it renders tools and calls (OpenAI shapes)
-        self.kwargs: dict[str, Any] = {}  # extra template variables (chat_template_kwargs)
+        self.supports_thinking = self.template.supports_thinking
+        # Template variables: enable_thinking always (llama-server's), a request's
+        # chat_template_kwargs over it (`rendering`).
+        self.kwargs: dict[str, Any] = {
+            "enable_thinking": thinking_default(reasoning, self.supports_thinking)
+        }
         self.continuation = self._turn_continuation()
 
     def rendering(self, kwargs: dict[str, Any]) -> Prompter:

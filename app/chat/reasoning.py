@@ -49,11 +49,10 @@ class ReasoningAsk:
     format: Format | None = None  # reasoning_format
     template_kwargs: dict[str, Any] | None = None  # chat_template_kwargs (enable_thinking, ...)
 
-    def kwargs(self, mode: str) -> dict[str, Any]:
-        """Template variables under the server's `--reasoning` mode (on, off, auto: the
-        template's own default), the request's own over them."""
-        base = {} if mode == "auto" else {"enable_thinking": mode == "on"}
-        return {**base, **(self.template_kwargs or {})}
+    def kwargs(self) -> dict[str, Any]:
+        """The request's template variables, over the server's (`enable_thinking` from its
+        --reasoning mode: app/chat/prompter.py)."""
+        return dict(self.template_kwargs or {})
 
     def thinking(self, default: Format, prompt_text: str) -> Thinking:
         return Thinking(self.format or default, opened_in_prompt(prompt_text))

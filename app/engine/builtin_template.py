@@ -59,6 +59,7 @@ def is_known(template: str) -> bool:
 
 class BuiltinTemplate:
     knows_tools = False
+    supports_thinking = False  # takes no enable_thinking
 
     def __init__(self, template: str) -> None:
         if not is_known(template):

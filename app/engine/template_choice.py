@@ -25,12 +25,14 @@ from app.engine.chat_template import CHATML, ChatTemplate
 class PromptTemplate(Protocol):
     source: str  # the template in use, as /props reports it
     knows_tools: bool  # it renders the request's tools and calls itself
+    supports_thinking: bool  # its `enable_thinking` changes the prompt
 
     def render(
         self,
         messages: list[dict[str, Any]],
         add_generation_prompt: bool = True,
         tools: list[dict[str, Any]] | None = None,
+        **variables: Any,
     ) -> str: ...
 
 

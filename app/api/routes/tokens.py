@@ -7,6 +7,7 @@ import asyncio
 from fastapi import APIRouter
 from pydantic import BaseModel, Field
 
+from app.api.schemas import TemplateKwargs
 from app.api.services import ServicesDep
 from app.api.tool_schemas import ToolDef, tool_specs
 from app.chat.messages import ChatMessage
@@ -30,6 +31,8 @@ class DetokenizeRequest(BaseModel):
 class ApplyTemplateRequest(BaseModel):
     messages: list[ChatMessage] = Field(min_length=1)
     tools: list[ToolDef] | None = Field(default=None, max_length=128)
+    add_generation_prompt: bool = True
+    chat_template_kwargs: TemplateKwargs = None
 
 
 @router.post("/tokenize")
@@ -66,7 +69,8 @@ async def detokenize(body: DetokenizeRequest, services: ServicesDep):
 @router.post("/apply-template")
 async def apply_template(body: ApplyTemplateRequest, services: ServicesDep):
     """The prompt text a chat with these messages (and tools) is given, as it is rendered."""
-    prompter = services.prompter
+    prompter = services.prompter.rendering(body.chat_template_kwargs or {})
     messages, tools = prompt_messages(body.messages, tool_specs(body.tools), prompter.knows_tools)
     template = [m.for_template() for m in messages]
-    return {"prompt": await asyncio.to_thread(prompter.render, template, True, tools)}
+    render = prompter.render
+    return {"prompt": await asyncio.to_thread(render, template, body.add_generation_prompt, tools)}

@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
 from app.chat.messages import ChatMessage
-from app.engine.chat_template import ChatTemplate, JsonText
+from app.engine.chat_template import ChatTemplate, ChatTemplateError, JsonText
 
 CALLS = (
     "{% for m in messages %}{% for c in m.tool_calls %}"
@@ -49,3 +51,15 @@ def test_a_template_that_reads_tools_is_given_them_and_one_that_does_not_is_not(
     assert aware.knows_tools and aware.render([], tools=[{"type": "function"}]) == "1"
     plain = ChatTemplate("{{ messages | length }}")
     assert not plain.knows_tools
+
+
+def test_loops_may_break_and_continue_as_in_llama_cpp():
+    source = "{% for m in messages %}{% if loop.index == 2 %}{% break %}{% endif %}{{ m }}"
+    source += "{% endfor %}"
+    assert ChatTemplate(source).render([1, 2, 3]) == "1"  # type: ignore[list-item]
+
+
+def test_an_undefined_value_added_to_text_is_empty_as_in_llama_cpp():
+    assert ChatTemplate("{{ 'a' + nothing + 'b' }}").render([]) == "ab"
+    with pytest.raises(ChatTemplateError):  # anything else about it still fails
+        ChatTemplate("{{ 1 + nothing }}").render([])
