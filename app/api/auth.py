@@ -22,6 +22,7 @@ from collections import Counter
 from dataclasses import dataclass
 
 from fastapi import Request
+from starlette.routing import Match
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from app.api.anthropic_errors import anthropic_error_body, speaks_anthropic
@@ -137,12 +138,20 @@ class Auth:
             log.exception("could not check for API keys")
 
 
+PUBLIC_PATHS = ("/health", "/v1/health")  # llama-server's public endpoints
+
+
 def _public(scope: Scope) -> bool:
-    """/health, and GETs outside the API (the web UI's files, the OpenAPI schema)."""
+    """/health, and GETs that no route of the API answers (the web UI's files), as llama-server
+    keeps only its health check and its UI open: /props, /models and the rest need the key."""
     path = scope["path"]
-    if path == "/health":
+    if path in PUBLIC_PATHS:
         return True
-    return scope["method"] in ("GET", "HEAD") and not path.startswith(API_PREFIXES)
+    if scope["method"] not in ("GET", "HEAD") or path.startswith(API_PREFIXES):
+        return False
+    app = scope.get("app")
+    routes = getattr(getattr(app, "router", None), "routes", ())
+    return not any(route.matches(scope)[0] != Match.NONE for route in routes)
 
 
 def _bearer(scope: Scope) -> str | None:

@@ -41,8 +41,8 @@ HEADER = "Idempotency-Key"
 MAX_KEY = 255
 # The POSTs that store something.
 KEYED = re.compile(
-    r"^/v1/(sessions|sessions/[^/]+/(messages|regenerate|fork)|media|collections"
-    r"|collections/[^/]+/documents|responses)/?$"
+    r"^(/v1/(sessions|sessions/[^/]+/(messages|regenerate|fork)|media|collections"
+    r"|collections/[^/]+/documents|responses)|/responses)/?$"  # llama-server's path too
 )
 PRUNE_EVERY_S = 600.0
 DATABASE_DOWN = (OperationalError, InterfaceError, PoolTimeout)

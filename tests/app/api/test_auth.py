@@ -33,6 +33,9 @@ def test_every_route_but_health_and_the_ui_needs_a_key(keyed: KeyedServer):
         ("GET", "/slots"),
         ("POST", "/v1/chat/completions"),
         ("POST", "/tokenize"),
+        ("GET", "/props"),  # as llama-server: only /health and the UI are open
+        ("GET", "/models"),
+        ("GET", "/openapi.json"),
     ]:
         r = httpx.request(method, keyed.url + path, json={})
         assert r.status_code == 401, path
