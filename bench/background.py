@@ -153,7 +153,9 @@ def chunk_kv_pending(base: str) -> int:
 
 def chunk_kv_round(model: str, plan: ChunkPlan) -> dict:
     """One fresh server: idle requests before any upload, then requests while chunk KV runs."""
-    with peers.ours(model) as peer:
+    # --blend-force: chunk KV is computed only where blend is on, and the packaged SmolLM2 does
+    # not pass blend's quality gate.
+    with peers.ours(model, extra=("--blend-force",)) as peer:
         base = peer.base_url
         client_request(base)  # warm-up
         idle = [client_request(base).ttft for _ in range(plan.requests)]

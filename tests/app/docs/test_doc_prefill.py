@@ -116,7 +116,10 @@ def background(samples: Samples, state: str) -> dict[str, float]:
 
 
 def test_a_documents_chunk_kv_reports_its_progress_and_the_background_gauges_drain(tmp_path):
-    with ServerProcess("-np", "2", "-c", "4096", "--data-dir", str(tmp_path)) as server:
+    # --blend-force: the packaged SmolLM2 does not pass blend's quality gate, and a collection
+    # that blends on a refused model computes no chunk KV.
+    args = ("-np", "2", "-c", "4096", "--data-dir", str(tmp_path), "--blend-force")
+    with ServerProcess(*args) as server:
         before = background(scrape(server), "completed")
         col = new_collection(
             server, "progress", kv_reuse="blend", chunk_tokens=32, overlap_tokens=0
