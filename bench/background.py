@@ -113,14 +113,7 @@ def run_ingestion(model: str, quick: bool) -> dict:
         client_request(base)  # warm-up
         idle = [client_request(base) for _ in range(plan.idle // 2)]
         t0 = time.perf_counter()
-        ids = [
-            httpx.post(
-                f"{base}/v1/collections/{col}/documents",
-                json={"filename": f"d{i}.txt", "text": long_document(plan.doc_paragraphs)},
-                timeout=60,
-            ).json()["id"]
-            for i in range(plan.documents)
-        ]
+        ids = upload(base, col, plan.documents, plan.doc_paragraphs)
         busy, overlapped = [], 0
         for _ in range(plan.busy):
             time.sleep(plan.gap_s)
@@ -151,6 +144,18 @@ def chunk_kv_pending(base: str) -> int:
     )
 
 
+def upload(base: str, col: str, documents: int, paragraphs: int) -> list[str]:
+    """`documents` fresh documents of `paragraphs` paragraphs into `col`: their ids."""
+    return [
+        httpx.post(
+            f"{base}/v1/collections/{col}/documents",
+            json={"filename": f"d{i}.txt", "text": long_document(paragraphs)},
+            timeout=60,
+        ).json()["id"]
+        for i in range(documents)
+    ]
+
+
 def chunk_kv_round(model: str, plan: ChunkPlan) -> dict:
     """One fresh server: idle requests before any upload, then requests while chunk KV runs."""
     # --blend-force: chunk KV is computed only where blend is on, and the packaged SmolLM2 does
@@ -162,14 +167,7 @@ def chunk_kv_round(model: str, plan: ChunkPlan) -> dict:
         body = {"name": "bg", "kv_reuse": "blend"}
         col = httpx.post(f"{base}/v1/collections", json=body, timeout=60).json()["id"]
         t0 = time.perf_counter()
-        ids = [
-            httpx.post(
-                f"{base}/v1/collections/{col}/documents",
-                json={"filename": f"d{i}.txt", "text": long_document(plan.doc_paragraphs)},
-                timeout=60,
-            ).json()["id"]
-            for i in range(plan.documents)
-        ]
+        ids = upload(base, col, plan.documents, plan.doc_paragraphs)
         while not any(
             (httpx.get(f"{base}/v1/documents/{i}", timeout=60).json().get("kv") or {}).get("state")
             in ("running", "done")

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -33,7 +34,6 @@ from bench.server_process import ROOT
 
 LLAMA_VERSION = "0.3.36"
 LIMIT_BYTES = 56 * 2**20  # the call's 64 MiB less room for the work tree
-SDIST_CACHE = Path.home() / ".cache" / "kvchat-sdist"
 OUT = ROOT / "build" / "gpu-kit"
 
 # Runtime dependencies the GPU machine lacks (its package list: .library's device KINDS.md).
@@ -99,18 +99,12 @@ EMBEDDER_FILES = (
 )
 
 
-def sdist(version_: str = LLAMA_VERSION, cache: Path = SDIST_CACHE) -> Path:
-    """The unpacked llama-cpp-python sdist (downloaded once with pip, kept in `cache`)."""
-    src = cache / f"llama_cpp_python-{version_}"
-    if (src / "vendor" / "llama.cpp" / "CMakeLists.txt").exists():
-        return src
-    cache.mkdir(parents=True, exist_ok=True)
-    pip = [sys.executable, "-m", "pip", "--disable-pip-version-check", "download", "-q"]
-    spec = f"llama-cpp-python=={version_}"
-    subprocess.run([*pip, "--no-deps", "--no-binary", ":all:", spec, "-d", str(cache)], check=True)
-    with tarfile.open(cache / f"llama_cpp_python-{version_}.tar.gz") as tar:
-        tar.extractall(cache, filter="data")
-    return src
+def sdist(version_: str = LLAMA_VERSION) -> Path:
+    """The unpacked llama-cpp-python sdist (scripts/llama_sdist.sh: downloaded once, cached)."""
+    env = {**os.environ, "LLAMA_VERSION": version_, "PYTHON": sys.executable}
+    script = ROOT / "scripts" / "llama_sdist.sh"
+    out = subprocess.run([str(script)], env=env, check=True, capture_output=True, text=True)
+    return Path(out.stdout.strip().splitlines()[-1])
 
 
 def _skipped_llama(rel: str) -> bool:
