@@ -122,6 +122,9 @@ class Settings(DerivedSettings, BaseSettings):
     """total context (KV cells), shared by all slots (unified KV)"""
     parallel: int = setting(4, "-np", "--parallel", group=SLOTS, engine="n_parallel", ge=1, le=64)
     """number of slots, decoded together"""
+    kv_unified: bool = setting(True, "-kvu", "--kv-unified", group=SLOTS)
+    """one KV pool shared by all slots; always on (the only layout this server has: off is
+    refused)"""
     threads: int = setting(2, "-t", "--threads", group=SLOTS, engine="n_threads", ge=1)
     """threads for generation"""
     threads_batch: int | None = setting(
@@ -266,6 +269,9 @@ class Settings(DerivedSettings, BaseSettings):
     """largest accepted width x height (decompression-bomb guard)"""
     allow_remote_images: bool = setting(False, "--allow-remote-images", group=IMAGES)
     """fetch http(s) image URLs (refused with 400 otherwise)"""
+    media_path: str | None = setting(None, "--media-path", group=IMAGES)
+    """directory that file:// image URLs are read from, by paths relative to it (unset: file://
+    URLs are refused)"""
     encoder_cache: int = setting(
         256,
         "--encoder-cache",

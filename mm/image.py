@@ -16,6 +16,7 @@ import io
 import re
 import warnings
 from dataclasses import dataclass
+from pathlib import Path
 
 from PIL import Image, ImageOps, UnidentifiedImageError
 
@@ -33,6 +34,7 @@ class ImageLimits:
     max_bytes: int = 20 << 20  # encoded size
     max_pixels: int = 4096 * 4096  # width x height, checked from the header before decoding
     allow_remote: bool = False  # http(s) URLs (this deployment has no network by default)
+    media_path: str | None = None  # the directory file:// URLs are read from (None: refused)
 
 
 @dataclass(slots=True)
@@ -96,7 +98,8 @@ def _to_rgb(im: Image.Image) -> Image.Image:
 
 
 def image_bytes_from_url(url: str, limits: ImageLimits = ImageLimits()) -> bytes:
-    """The bytes of an `image_url`: a base64 data URL; remote URLs only if allowed."""
+    """The bytes of an `image_url`: a base64 data URL; remote URLs only if allowed; file:// URLs
+    only under the media path."""
     if url.startswith(("http://", "https://")):
         if limits.allow_remote:
             return _fetch(url, limits.max_bytes)
@@ -105,6 +108,8 @@ def image_bytes_from_url(url: str, limits: ImageLimits = ImageLimits()) -> bytes
             "--allow-remote-images to allow them); send the image inline as a base64 data: URL "
             "or upload it to /v1/media and refer to its id"
         )
+    if url.startswith("file://"):
+        return _local_file(url.removeprefix("file://"), limits)
     m = _DATA_URL.match(url)
     if m is None:
         raise ImageError("image_url must be a data: URL such as data:image/png;base64,...")
@@ -117,6 +122,23 @@ def image_bytes_from_url(url: str, limits: ImageLimits = ImageLimits()) -> bytes
         return base64.b64decode(payload, validate=True)
     except (binascii.Error, ValueError):
         raise ImageError("the image data URL is not valid base64") from None
+
+
+def _local_file(path: str, limits: ImageLimits) -> bytes:
+    """A file:// URL's bytes, as llama-server's --media-path reads them: the path is relative to
+    that directory (leading and doubled slashes mean nothing) and may not leave it."""
+    if limits.media_path is None:
+        raise ImageError("file:// URLs are not allowed unless the server runs with --media-path")
+    parts = [p for p in path.split("/") if p]
+    if not parts or any(p in (".", "..") or "\\" in p for p in parts):
+        raise ImageError(f"file path is not allowed: {path}")
+    root = Path(limits.media_path).resolve()
+    target = root.joinpath(*parts).resolve()
+    if not target.is_relative_to(root) or not target.is_file():
+        raise ImageError(f"file does not exist or cannot be opened: {path}")
+    if target.stat().st_size > limits.max_bytes:
+        raise ImageError(f"the image is larger than {limits.max_bytes} bytes")
+    return target.read_bytes()
 
 
 def _fetch(url: str, max_bytes: int) -> bytes:

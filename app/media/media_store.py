@@ -56,6 +56,7 @@ def image_limits(settings: Any) -> ImageLimits:
         max_bytes=int(pick("image_max_bytes", default.max_bytes)),
         max_pixels=int(pick("image_max_pixels", default.max_pixels)),
         allow_remote=bool(pick("allow_remote_images", default.allow_remote)),
+        media_path=pick("media_path", default.media_path),
     )
 
 

@@ -34,6 +34,8 @@ TESTS = DEST / "tools" / "server" / "tests"
 PASSES = HERE / "llama_server_passes.txt"
 DIFFS = ROOT / "docs" / "llama-server.md"
 LLAMA_SERVER = ROOT / "build" / "llama-server" / "bin" / "llama-server"
+# Files outside tools/server/tests that tests read by relative path (--media-path ../../../tools).
+EXTRA_FILES = ("tools/mtmd/test-1.jpeg",)
 
 
 def copy_suite() -> None:
@@ -47,12 +49,16 @@ def copy_suite() -> None:
     )
     llama = Path(out.stdout.strip().splitlines()[-1]) / "vendor" / "llama.cpp"
     stamp = DEST / ".source"  # the sdist copied; a run beside this one may be reading the copy
-    if stamp.is_file() and stamp.read_text() == str(llama):
+    source = f"{llama}\n{' '.join(EXTRA_FILES)}"
+    if stamp.is_file() and stamp.read_text() == source:
         return
     shutil.rmtree(DEST, ignore_errors=True)
     shutil.copytree(llama / "tools" / "server" / "tests", TESTS)
     shutil.copytree(llama / "models" / "templates", DEST / "models" / "templates")
-    stamp.write_text(str(llama))
+    for name in EXTRA_FILES:
+        (DEST / name).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(llama / name, DEST / name)
+    stamp.write_text(source)
 
 
 def free_port() -> int:

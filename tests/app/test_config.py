@@ -112,6 +112,13 @@ def test_a_shared_cache_needs_a_cache_dir_and_journals_under_the_replica_name(mo
     assert unnamed.engine_config().cache_journal == unnamed.replica()
 
 
+def test_kv_unified_is_accepted_as_llama_server_spells_it_and_off_is_refused():
+    assert Settings(**parse_args(["--kv-unified"])).kv_unified
+    assert Settings(**parse_args(["-kvu"])).kv_unified
+    with pytest.raises(ValueError, match="--no-kv-unified is not supported"):
+        Settings(**parse_args(["--no-kv-unified"]))
+
+
 def test_chat_template_flags_are_checked_when_the_settings_are_read(tmp_path: Path):
     assert Settings(**parse_args([])).template_choice() == TemplateChoice(None, True)
     chosen = Settings(**parse_args(["--chat-template", "gemma", "--no-jinja"]))

@@ -104,7 +104,27 @@ def test_data_urls():
         ("http://example.com/a.png", "remote"),
         ("data:image/png,rawbytes", "base64"),
         ("data:image/png;base64,@@@", "base64"),
-        ("file:///etc/passwd", "data: URL"),
+        ("file:///etc/passwd", "media-path"),
     ]:
         with pytest.raises(ImageError, match=words):
             image_bytes_from_url(bad)
+
+
+def test_file_urls_are_read_only_under_the_media_path(tmp_path):
+    (tmp_path / "a").mkdir()
+    (tmp_path / "a" / "x.png").write_bytes(b"png bytes")
+    (tmp_path / "secret").write_bytes(b"secret")
+    with pytest.raises(ImageError, match="--media-path"):
+        image_bytes_from_url("file://x.png")
+    limits = ImageLimits(media_path=str(tmp_path / "a"))
+    assert image_bytes_from_url("file://x.png", limits) == b"png bytes"
+    assert image_bytes_from_url("file:///x.png", limits) == b"png bytes"
+    for escape in ("file://../secret", "file://./x.png", "file://"):
+        with pytest.raises(ImageError, match="not allowed"):
+            image_bytes_from_url(escape, limits)
+    (tmp_path / "a" / "link").symlink_to(tmp_path / "secret")
+    with pytest.raises(ImageError, match="does not exist"):
+        image_bytes_from_url("file://link", limits)  # a link out of the directory
+    small = ImageLimits(max_bytes=4, media_path=str(tmp_path / "a"))
+    with pytest.raises(ImageError, match="larger than"):
+        image_bytes_from_url("file://x.png", small)

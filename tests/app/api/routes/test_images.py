@@ -27,10 +27,21 @@ def mmproj(tmp_path_factory) -> str:
 
 
 @pytest.fixture(scope="module")
-def server(mmproj: str) -> Iterator[ServerProcess]:
+def media_dir(tmp_path_factory) -> Path:
+    """--media-path: a picture in a subfolder, and a file beside the folder (out of reach)."""
+    root = tmp_path_factory.mktemp("media")
+    (root / "inside" / "pics").mkdir(parents=True)
+    (root / "inside" / "pics" / "p.png").write_bytes(encoded(picture(61)))
+    (root / "outside.png").write_bytes(encoded(picture(62)))
+    return root / "inside"
+
+
+@pytest.fixture(scope="module")
+def server(mmproj: str, media_dir: Path) -> Iterator[ServerProcess]:
     with ServerProcess(
-        "-np", "2", "-c", "4096", "--mmproj", mmproj, "--image-max-pixels", "262144"
-    ) as srv:
+        "-np", "2", "-c", "4096", "--mmproj", mmproj, "--image-max-pixels", "262144",
+        "--media-path", str(media_dir),
+    ) as srv:  # fmt: skip
         yield srv
 
 
@@ -143,6 +154,31 @@ def test_bad_images_are_refused_and_the_server_stays_up(
     assert r.status_code == 400, r.text
     assert words in r.json()["error"]["message"]
     assert httpx.get(server.base_url + "/health").json()["status"] == "ok"
+
+
+def test_a_file_url_under_the_media_path_is_the_same_image(server: ServerProcess):
+    url = data_url(encoded(picture(61)))
+    inline = ask(server, [image_part(url), {"type": "text", "text": "?"}])
+    for url in ("file://pics/p.png", "file:////pics//p.png"):  # slashes mean nothing more
+        again = ask(server, [image_part(url), {"type": "text", "text": "?"}])
+        assert cached(again) == inline["usage"]["prompt_tokens"]  # the same prompt: all of it
+
+
+@pytest.mark.parametrize(
+    ("url", "words"),
+    [
+        ("file://pics/missing.png", "does not exist"),
+        ("file://../outside.png", "not allowed"),
+        ("file://pics/../../outside.png", "not allowed"),
+    ],
+)
+def test_a_file_url_outside_the_media_path_or_missing_is_refused(
+    server: ServerProcess, url: str, words: str
+):
+    r = chat(server, [{"role": "user", "content": [image_part(url)]}])
+    assert r.status_code == 400, r.text
+    error = r.json()["error"]
+    assert words in error["message"] and error["param"] == "messages.0.content"
 
 
 def test_an_unknown_uploaded_id_is_refused(server: ServerProcess):
