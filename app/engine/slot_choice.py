@@ -38,7 +38,10 @@ def choose_slot(slots: list[Slot], task: Task, similarity: float) -> Slot | None
             return min(idle, key=lambda s: s.last_used)
         idle = unpinned
     prompt = task.request.prompt
-    if task.cache_prompt and len(prompt) > 0:
+    if len(prompt) > 0:
+        # Also without cache_prompt (the prompt is then computed anew): the slot that held it
+        # last puts it in the same cells, and the same cells give the same floating-point
+        # sums, so a repeated request at temperature 0 repeats its answer.
         best, best_lcp = None, 0
         salt, approximate = task.request.cache_salt, task.request.approximate
         for slot in idle:

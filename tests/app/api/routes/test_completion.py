@@ -272,3 +272,13 @@ def test_our_fields_include_llama_servers(server: ServerProcess, model_path: str
         assert set(theirs[part]) == set(ours[part]), part
     assert ours["tokens"] == theirs["tokens"]  # the same model, greedy
     assert ours["error_status"] == theirs["error_status"] == 400
+
+
+def test_without_cache_prompt_a_repeated_request_repeats_its_answer(server: ServerProcess):
+    """cache_prompt off computes the prompt anew each time, in the slot that held it last: the
+    same KV cells, so the same sums and the same greedy answer (two slots, as llama-server's
+    own test_consistent_result_same_seed)."""
+    body = {"prompt": "I believe the meaning of life is", "n_predict": 48, "temperature": 0.0}
+    answers = [complete(server, **body, cache_prompt=False, seed=42) for _ in range(4)]
+    assert all(a["timings"]["cache_n"] == 0 for a in answers)
+    assert len({a["content"] for a in answers}) == 1
