@@ -72,7 +72,7 @@ def test_files(names: list[str], record: bool) -> list[str]:
         return [n if n.startswith("unit/") else f"unit/{Path(n).name}" for n in names]
     if record or not PASSES.exists():
         return sorted(f"unit/{p.name}" for p in (TESTS / "unit").glob("test_*.py"))
-    return sorted({line.split("::", 1)[0] for line in PASSES.read_text().split()})
+    return sorted({line.split("::", 1)[0] for line in PASSES.read_text().splitlines() if line})
 
 
 def main() -> int:
