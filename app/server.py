@@ -17,6 +17,7 @@ from app.api.cors import Cors, CorsPolicy, default_origins
 from app.api.errors import ERROR_RESPONSES, install_error_handlers
 from app.api.frontend import install_frontend
 from app.api.idempotent_writes import IdempotentWrites
+from app.api.json_bodies import JsonBodies
 from app.api.metrics import EngineGauges, Metrics
 from app.api.replica_header import ReplicaHeader
 from app.api.routes import (
@@ -123,7 +124,9 @@ def create_app(settings: Settings | None = None) -> FastAPI:
 
     app = FastAPI(title="kvchat", version="0.1.0", lifespan=lifespan)
     install_error_handlers(app)
-    # Innermost: a keyed write's tenant is known and its body within the limit.
+    # Innermost: a body without a JSON content type is read as JSON, as llama-server does.
+    app.add_middleware(JsonBodies)
+    # A keyed write's tenant is known and its body within the limit.
     app.add_middleware(IdempotentWrites, settings=settings)
     # Added last = outermost: keys are checked before a byte of the body is read.
     app.add_middleware(BodyLimit, limit_for=_body_limit(settings))

@@ -282,3 +282,15 @@ def test_without_cache_prompt_a_repeated_request_repeats_its_answer(server: Serv
     answers = [complete(server, **body, cache_prompt=False, seed=42) for _ in range(4)]
     assert all(a["timings"]["cache_n"] == 0 for a in answers)
     assert len({a["content"] for a in answers}) == 1
+
+
+def test_a_body_sent_as_a_form_or_without_a_type_is_read_as_json(server: ServerProcess):
+    """`curl -d` sends a URL-encoded form's type; llama-server reads the body as JSON anyway."""
+    body = json.dumps({"prompt": PROMPT, "n_predict": 2, "temperature": 0})
+    for headers in ({"Content-Type": "application/x-www-form-urlencoded"}, {}):
+        for path in ("/completion", "/v1/completions"):
+            r = httpx.post(server.base_url + path, content=body, headers=headers)
+            assert r.status_code == 200, r.text
+    chat = json.dumps({"messages": [{"role": "user", "content": "Hi"}], "max_tokens": 2})
+    r = httpx.post(server.base_url + "/v1/chat/completions", content=chat)
+    assert r.status_code == 200, r.text
