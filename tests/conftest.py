@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import functools
+import os
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -8,6 +9,12 @@ import httpx
 import pytest
 
 from app.config_derived import packaged_model_path
+
+# llama.cpp's OpenMP threads spin after each graph while they wait for the next; two servers (a
+# cluster, a server beside the test's own embedder or a second test run) then take turns at
+# spinning on two cores, and decoding fell to a hundredth of its speed. Sleeping waiters cost
+# the tests nothing that they measure: speed is measured in bench/, without this.
+os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
 
 @pytest.fixture(scope="session")
