@@ -13,14 +13,16 @@ What must pass: every test llama-server itself passes with the packaged model (r
 real binary into scripts/conformance/llama_server_passes.txt by --record), except the intended
 differences listed, each with its reason, in docs/llama-server.md; those must fail (strict
 xfail). Any other failure fails the run (conformance_plugin.py). FILE: unit/test_x.py or
-test_x.py; none: every file with a recorded pass (--record: every file). Tests marked slow are
-left out, as llama.cpp's tests.sh does by default.
+test_x.py; none: every file with a recorded pass (--record: every file), but for the files of llama-server features
+not served here (the second table in docs/llama-server.md, each with its reason). Tests marked
+slow are left out, as llama.cpp's tests.sh does by default.
 """
 
 from __future__ import annotations
 
 import argparse
 import os
+import re
 import shutil
 import socket
 import subprocess
@@ -34,6 +36,8 @@ TESTS = DEST / "tools" / "server" / "tests"
 PASSES = HERE / "llama_server_passes.txt"
 DIFFS = ROOT / "docs" / "llama-server.md"
 LLAMA_SERVER = ROOT / "build" / "llama-server" / "bin" / "llama-server"
+# The table in DIFFS of llama-server features not served here, whole test files.
+FILES_START, FILES_END = "<!-- conformance-files:start -->", "<!-- conformance-files:end -->"
 # Files outside tools/server/tests that tests read by relative path (--media-path ../../../tools).
 EXTRA_FILES = ("tools/mtmd/test-1.jpeg",)
 
@@ -67,12 +71,34 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
+def not_served(doc: Path = DIFFS) -> dict[str, str]:
+    """File -> why, from the table of llama-server features this server does not have (their
+    files are left out of a run that names no file)."""
+    text = doc.read_text()
+    if FILES_START not in text or FILES_END not in text:
+        sys.exit(f"{doc}: no {FILES_START} ... {FILES_END} table")
+    table = text.split(FILES_START, 1)[1].split(FILES_END, 1)[0]
+    rows = (
+        re.match(r"^\|\s*`(unit/test_\w+\.py)`\s*\|(.+)\|\s*$", line.strip())
+        for line in table.splitlines()
+    )
+    return {m.group(1): " ".join(m.group(2).split()) for m in rows if m}
+
+
 def test_files(names: list[str], record: bool) -> list[str]:
     if names:
         return [n if n.startswith("unit/") else f"unit/{Path(n).name}" for n in names]
     if record or not PASSES.exists():
         return sorted(f"unit/{p.name}" for p in (TESTS / "unit").glob("test_*.py"))
-    return sorted({line.split("::", 1)[0] for line in PASSES.read_text().splitlines() if line})
+    recorded = {line.split("::", 1)[0] for line in PASSES.read_text().splitlines() if line}
+    skipped = not_served()
+    present = {f"unit/{p.name}" for p in (TESTS / "unit").glob("*.py")}
+    unknown = sorted(set(skipped) - present) if present else []  # checked once copied
+    if unknown:
+        sys.exit(f"{DIFFS}: the features table names no such file: {', '.join(unknown)}")
+    for name in sorted(recorded & set(skipped)):
+        print(f"left out: {name}: {skipped[name]}")
+    return sorted(recorded - set(skipped))
 
 
 def main() -> int:

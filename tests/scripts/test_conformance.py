@@ -52,3 +52,36 @@ def test_the_intended_differences_are_few_and_each_says_why():
     for nodeid, reason in differences.items():
         assert nodeid.startswith("unit/test_") and "::" in nodeid
         assert len(reason.split()) >= 5, nodeid
+
+
+def run_module():  # noqa: ANN201
+    spec = importlib.util.spec_from_file_location("conformance_run", HERE / "run.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_the_features_not_served_are_read_from_the_doc_and_each_says_why(tmp_path: Path):
+    run = run_module()
+    doc = tmp_path / "doc.md"
+    doc.write_text(
+        "<!-- conformance-files:start -->\n| file | why |\n|---|---|\n"
+        "| `unit/test_x.py` | a feature   not here |\n<!-- conformance-files:end -->\n"
+        "| `unit/test_y.py` | outside the table |\n"
+    )
+    assert run.not_served(doc) == {"unit/test_x.py": "a feature not here"}
+    files = run.not_served()  # the real table
+    assert files and all(len(why.split()) >= 5 for why in files.values())
+    doc.write_text("no table\n")
+    with pytest.raises(SystemExit):
+        run.not_served(doc)
+
+
+def test_the_passes_file_keeps_ids_with_spaces_whole():
+    run = run_module()
+    recorded = run.PASSES.read_text().splitlines()
+    spaced = [line for line in recorded if " " in line]
+    assert spaced, "the record holds ids with spaces (parametrised prompts)"
+    files = run.test_files([], record=False)
+    assert all(f.startswith("unit/test_") and f.endswith(".py") for f in files)
