@@ -13,9 +13,9 @@ What must pass: every test llama-server itself passes with the packaged model (r
 real binary into scripts/conformance/llama_server_passes.txt by --record), except the intended
 differences listed, each with its reason, in docs/llama-server.md; those must fail (strict
 xfail). Any other failure fails the run (conformance_plugin.py). FILE: unit/test_x.py or
-test_x.py; none: every file with a recorded pass (--record: every file), but for the files of llama-server features
-not served here (the second table in docs/llama-server.md, each with its reason). Tests marked
-slow are left out, as llama.cpp's tests.sh does by default.
+test_x.py; none: every file with a recorded pass (--record: every file), but for the files
+of llama-server features not served here (the second table in docs/llama-server.md, each with
+its reason). Tests marked slow are left out, as llama.cpp's tests.sh does by default.
 """
 
 from __future__ import annotations
