@@ -122,9 +122,9 @@ class Settings(DerivedSettings, BaseSettings):
     """total context (KV cells), shared by all slots (unified KV)"""
     parallel: int = setting(4, "-np", "--parallel", group=SLOTS, engine="n_parallel", ge=1, le=64)
     """number of slots, decoded together"""
-    kv_unified: bool = setting(True, "-kvu", "--kv-unified", group=SLOTS)
-    """one KV pool shared by all slots; always on (the only layout this server has: off is
-    refused)"""
+    kv_unified: bool = setting(False, "-kvu", "--kv-unified", group=SLOTS, engine=True)
+    """a request may use the whole --ctx-size, as llama-server's unified KV (off: --ctx-size /
+    --parallel each, as its per-slot KV); the slots' KV is one shared pool either way"""
     threads: int = setting(2, "-t", "--threads", group=SLOTS, engine="n_threads", ge=1)
     """threads for generation"""
     threads_batch: int | None = setting(

@@ -61,13 +61,6 @@ class DerivedSettings:
         return self
 
     @model_validator(mode="after")
-    def _kv_is_unified(self) -> Self:
-        # Slots share one KV pool (prefix reuse and parking move cells between them).
-        if not self.kv_unified:
-            raise ValueError("--no-kv-unified is not supported: every slot shares one KV pool")
-        return self
-
-    @model_validator(mode="after")
     def _chat_template_is_usable(self) -> Self:
         self.template_choice()  # an unknown name or a bad file stops the server before it loads
         return self

@@ -79,6 +79,7 @@ class EngineConfig:
     n_predict: int = -1
     max_tokens_limit: int = -1
     n_ctx_request: int = 0
+    kv_unified: bool = False  # n_ctx_request 0 means all of n_ctx, as llama-server's unified KV
     max_queue: int = 64  # waiting requests beyond this are refused (503); 0 = no bound
     request_timeout: float = 600.0  # seconds from submission; 0 = no limit
     mmproj_path: str | None = None  # multimodal projector (mtmd); None: text only

@@ -129,7 +129,9 @@ class Engine:
     @property
     def n_ctx_request(self) -> int:
         """KV cells one request may use, prompt and reply (llama-server's per-slot n_ctx)."""
-        share = self.config.n_ctx_request or self.model.n_ctx // self.model.n_seq_max
+        # llama-server's unified KV lets one request use all of it; its per-slot KV, a share.
+        slots = 1 if self.config.kv_unified else self.model.n_seq_max
+        share = self.config.n_ctx_request or self.model.n_ctx // slots
         return max(1, min(share, self.model.n_ctx))
 
     def validate(self, request: GenerationRequest) -> None:

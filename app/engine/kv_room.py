@@ -14,6 +14,9 @@ from app.engine.scheduler import Planned, Scheduler
 
 log = logging.getLogger(__name__)
 
+# llama-server's words (its tests look for them), then why.
+FULL = "Context size has been exceeded: too many long requests at once for the shared KV cache"
+
 
 def make_room(
     scheduler: Scheduler, reuse: PrefixReuse, model: Model, planned: list[Planned]
@@ -43,13 +46,11 @@ def make_room(
         log.warning("KV full: stopping task %d", task.id)
         if task.prefilling:
             scheduler.slot_of(task).erase(model)
-            task.fail(
-                "the context is full: too many long requests at once; retry later",
-                status=503,
-                code="unavailable",
-            )
+            task.fail(FULL + "; retry later", status=503, code="unavailable")
         else:
-            task.finish("length")
+            # llama-server's error, not "length": the reply was cut by other requests' room in
+            # the shared KV, not by its own limit, and a client may retry it.
+            task.fail(FULL, status=500, code="server_error")
         scheduler.release(task)
         return True
     return False

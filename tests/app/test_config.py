@@ -112,11 +112,10 @@ def test_a_shared_cache_needs_a_cache_dir_and_journals_under_the_replica_name(mo
     assert unnamed.engine_config().cache_journal == unnamed.replica()
 
 
-def test_kv_unified_is_accepted_as_llama_server_spells_it_and_off_is_refused():
-    assert Settings(**parse_args(["--kv-unified"])).kv_unified
+def test_kv_unified_lets_a_request_use_the_whole_context_as_llama_server():
+    assert not Settings(**parse_args([])).engine_config().kv_unified
+    assert Settings(**parse_args(["--kv-unified"])).engine_config().kv_unified
     assert Settings(**parse_args(["-kvu"])).kv_unified
-    with pytest.raises(ValueError, match="--no-kv-unified is not supported"):
-        Settings(**parse_args(["--no-kv-unified"]))
 
 
 def test_chat_template_flags_are_checked_when_the_settings_are_read(tmp_path: Path):

@@ -322,6 +322,22 @@ def test_a_full_kv_drops_speculative_tails_first_then_saves_and_erases_an_idle_s
     rig.assert_consistent()
 
 
+def test_a_full_kv_with_no_idle_slot_fails_the_largest_generating_task_as_llama_server():
+    rig = make_rig(n_slots=2)
+    a = rig.admit([1, 2, 3, 4], slot=0)
+    b = rig.admit([5], slot=1)
+    rig.stepper.step()  # both prefilled: they generate from here on
+    rig.model.statuses = [1]
+    rig.stepper.step()  # KV full, nothing idle to free: the task holding the most KV stops
+    end = rig.end(a)
+    assert isinstance(end, Failed) and (end.status, end.code) == (500, "server_error")
+    assert end.message.startswith("Context size has been exceeded")
+    assert rig.end(b) is None  # the other goes on
+    rig.stepper.step()
+    assert not isinstance(rig.end(b), Failed) and rig.text(b)
+    rig.assert_consistent()
+
+
 def test_a_decode_error_raises_commits_nothing_and_fail_active_frees_the_slots(rig: Rig):
     a = rig.admit([1, 2, 3], slot=0)
     rig.stepper.step()  # A generates from here on

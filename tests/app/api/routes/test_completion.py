@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import httpx
@@ -294,3 +295,24 @@ def test_a_body_sent_as_a_form_or_without_a_type_is_read_as_json(server: ServerP
     chat = json.dumps({"messages": [{"role": "user", "content": "Hi"}], "max_tokens": 2})
     r = httpx.post(server.base_url + "/v1/chat/completions", content=chat)
     assert r.status_code == 200, r.text
+
+
+def test_when_the_shared_kv_fills_a_cut_reply_is_llama_servers_error_not_a_short_reply():
+    """Four replies that together outgrow a 256-cell KV that each may fill (-kvu, llama-server's
+    test_completion_unified): each is whole, or a 500 that says the context was exceeded; none
+    is silently short."""
+    with ServerProcess("-np", "4", "-c", "256", "-b", "32", "--kv-unified") as small:
+
+        def one(n: int) -> httpx.Response:
+            body = {"prompt": "A", "n_predict": n, "temperature": 0, "ignore_eos": True}
+            return httpx.post(small.base_url + "/completion", json=body)
+
+        with ThreadPoolExecutor(4) as pool:
+            replies = list(pool.map(one, [200] * 4))
+        for r in replies:
+            if r.status_code == 200:
+                assert r.json()["timings"]["predicted_n"] == 200
+            else:
+                assert r.status_code == 500, r.text
+                assert "context size has been exceeded" in r.json()["error"]["message"].lower()
+        assert any(r.status_code == 500 for r in replies)  # any two at once outgrow 256 cells
