@@ -11,6 +11,7 @@ from app.engine.blend_gate import Agreement, BlendGate
 from app.engine.blend_plan import BlendPlan, ChunkSpan
 from app.engine.chunk_blend import ChunkBlend
 from app.engine.request import GenerationRequest
+from app.engine.reuse_kinds import KvReuse
 from app.engine.slot import Slot
 from app.engine.task import Task
 from mm.token_sequence import TokenSequence
@@ -142,7 +143,7 @@ def test_a_gap_without_room_cuts_the_slot_back_to_it():
 def test_a_model_the_gate_turns_off_keeps_prefix_reuse_and_says_why():
     why = "blend is off for this model: its blended answers matched full prefill in 0%"
     model, task, slot, _ = blend_request(room=100, gate=BlendGate(K, why, Agreement(K, 0.0, 0.4)))
-    assert (task.kv_reuse, task.kv_reuse_reason) == ("prefix", why)
+    assert (task.kv_reuse, task.kv_reuse_reason) == (KvReuse.PREFIX, why)
     assert task.n_done == len(HEAD) == len(slot.cache) and task.chunk_n == 0
     assert model.seqs[0] == set(range(len(HEAD))) and slot.blended_from is None
     timings = task.timings().as_dict()
@@ -152,7 +153,7 @@ def test_a_model_the_gate_turns_off_keeps_prefix_reuse_and_says_why():
 def test_forced_blend_places_the_chunks_and_its_reply_carries_the_measured_agreement():
     measured = Agreement(K, 0.0, 0.4)
     _, task, _, spans = blend_request(room=100, gate=BlendGate(K, None, measured, forced=True))
-    assert task.kv_reuse == "blend" and task.kv_reuse_reason is None
+    assert task.kv_reuse is KvReuse.BLEND and task.kv_reuse_reason is None
     assert task.n_done == spans[-1].end
     timings = task.timings().as_dict()
     assert timings["kv_reuse_agreement"] == measured.as_dict()
