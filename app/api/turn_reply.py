@@ -23,6 +23,7 @@ from app.api.session_schemas import SessionMessageRequest
 from app.api.structured_output import finish_request, refuse_unsupported
 from app.api.tool_reply import ToolCallWriter
 from app.chat.chat_turn import Build, Turn
+from app.chat.turn_sources import Citation, citations_json
 from app.db.records import SessionRecord
 from app.docs.retrieval import DocQuestion
 from app.engine.request import GenerationRequest, RequestError
@@ -90,8 +91,9 @@ async def reply_turn(
         known = {t.name for t in body.tool_specs()}
         reply.writer = ToolCallWriter(envelope, known, body.include_usage(), {}, thinking)
     if turn.citations is not None:
-        reply.prelude = {"citations": turn.citations}
-        reply.reshape = with_citations(turn.citations)
+        citations = citations_json(turn.citations)
+        reply.prelude = {"citations": citations}
+        reply.reshape = with_citations(citations)
     if verbose:
         vocab = services.engine.tokenizer
         ids = [t for t in turn.request.prompt.tokens if t >= 0]  # no image placeholders
@@ -170,7 +172,7 @@ def _answer_shape(whole: dict[str, Any]) -> dict[str, Any]:
 async def reply_answer(
     services: Services,
     question: DocQuestion,
-    citations: list[dict[str, Any]],
+    citations: list[Citation],
     body: AskRequest,
     salt: str,
     http: Request,
@@ -186,7 +188,7 @@ async def reply_answer(
     reply = Reply(
         ChatShape,
         "ask",
-        prelude={"citations": citations},
+        prelude={"citations": citations_json(citations)},
         timings={"retrieval_ms": round(question.retrieval_ms, 3)},
         reshape=_answer_shape,
     )

@@ -29,7 +29,7 @@ from app.chat.tool_messages import TemplateTools, prompt_messages
 from app.chat.tools import ToolSpec
 from app.chat.turn import TurnResult
 from app.chat.turn_cache import TurnCache
-from app.chat.turn_sources import ChatSources, RagAsk, SourceFinder
+from app.chat.turn_sources import ChatSources, Citation, RagAsk, SourceFinder
 from app.config import Settings
 from app.db.records import MessageRecord, SessionRecord
 from app.db.store import Store
@@ -50,7 +50,7 @@ class Turn:
     route: str  # "chat" | "session" (metrics label)
     on_end: list[EndHook] = field(default_factory=list)
     extra: dict[str, Any] = field(default_factory=dict)  # fields on every response object
-    citations: list[dict[str, Any]] | None = None  # a `rag` turn's: sent first, on the message
+    citations: list[Citation] | None = None  # a `rag` turn's: sent first, on the message
     # A session turn refused before generation (queue full, shutting down) is undone with
     # this, as if never sent. Once submitted, the end hooks record whatever happens to it.
     undo: Callable[[], Awaitable[None]] | None = None
