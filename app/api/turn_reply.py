@@ -83,11 +83,12 @@ async def reply_turn(
     services: Services, turn: Turn, body: GenerationFields, http: Request, verbose: bool = False
 ) -> Response:
     """`verbose`: the unstreamed reply carries llama-server's `__verbose`."""
-    reply = Reply(ChatShape, turn.route, turn.on_end, turn.extra)
+    extra = {"session_id": turn.session_id} if turn.session_id is not None else {}
+    reply = Reply(ChatShape, turn.route, turn.on_end, extra)
     thinking = turn.thinking if turn.thinking.splits else None
     reply.thinking = thinking
     if body.calls_allowed():
-        envelope = Envelope(ChatShape, services.model_name, turn.extra)
+        envelope = Envelope(ChatShape, services.model_name, extra)
         known = {t.name for t in body.tool_specs()}
         reply.writer = ToolCallWriter(envelope, known, body.include_usage(), {}, thinking)
     if turn.citations is not None:
@@ -127,7 +128,7 @@ async def session_turn(
     build = request_builder(fields, services.settings.seed, salt, "content")
     content = body.model_dump()["content"]  # plain str or list of dicts for the database
     replace_from = await keyed_turn(ticket_of(http), session, replace_from)
-    turn = await services.chats.from_session(
+    turn = await services.stored.from_session(
         session, body, content, tenant_of(http), build, replace_from, fields.reasoning_ask()
     )
     return await reply_turn(services, turn, fields, http)
