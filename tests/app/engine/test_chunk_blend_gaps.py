@@ -1,15 +1,17 @@
 """ChunkBlend's gaps on a small fake of llama.cpp's memory (positions per sequence): every
 chunk is placed, then each gap is decoded in order; a gap without room cuts the slot back to
 it and only the chunks before it count. Where blend's quality gate turns it off, nothing is
-placed and the task says why; where it is forced on, the task carries the measured agreement."""
+placed and the task says why; where it is forced on, the task carries the measured agreement.
+A chunk's KV loads from a tier, is computed then, or finds no room, and says which."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from types import SimpleNamespace
 
 from app.engine.blend_gate import Agreement, BlendGate
 from app.engine.blend_plan import BlendPlan, ChunkSpan
-from app.engine.chunk_blend import ChunkBlend
+from app.engine.chunk_blend import BlendStats, ChunkBlend, ChunkLoad, Loaded
 from app.engine.request import GenerationRequest
 from app.engine.reuse_kinds import KvReuse
 from app.engine.slot import Slot
@@ -162,3 +164,39 @@ def test_forced_blend_places_the_chunks_and_its_reply_carries_the_measured_agree
     # A model nobody measured, forced: the agreement is unknown, and said so.
     _, unmeasured, _, _ = blend_request(room=100, gate=BlendGate(K, None, None, forced=True))
     assert unmeasured.timings().as_dict()["kv_reuse_agreement"] is None
+
+
+class KeepingChunks:
+    """No chunk's KV is held yet: each is computed, then kept."""
+
+    def __init__(self) -> None:
+        self.host = SimpleNamespace(pool=None)  # the pool blobs are made from (the fake's: none)
+        self.kept: list[str] = []
+
+    def get(self, salt: str, head: list[int], tokens: tuple[int, ...]) -> None:
+        return None
+
+    def put(self, salt: str, head, chunk, blob: bytes, document_id: str) -> None:  # noqa: ANN001
+        self.kept.append(document_id)
+
+
+class KeepingModel(FakeModel):
+    def state_blob(self, seq: int, pool: object) -> bytes:
+        return bytes(len(self.seqs.get(seq, ())))
+
+
+def test_a_chunk_loads_after_the_head_from_a_tier_or_computed_now_or_not_for_want_of_room():
+    span = ChunkSpan(len(HEAD) + 2, "a", CHUNKS["a"])
+    held = ChunkBlend(FakeModel(), FakeChunks(), BlendGate(K), set())  # type: ignore[arg-type]
+    assert held._load("", HEAD, span) == ChunkLoad(Loaded.AFTER_HEAD, len(HEAD), fresh=False)
+    assert (held.stats.placed, held.stats.computed) == (1, 0)
+
+    chunks = KeepingChunks()
+    computed = ChunkBlend(KeepingModel(), chunks, BlendGate(K), set())  # type: ignore[arg-type]
+    assert computed._load("", HEAD, span) == ChunkLoad(Loaded.AFTER_HEAD, len(HEAD), fresh=True)
+    assert (computed.stats.placed, computed.stats.computed, chunks.kept) == (1, 1, ["a"])
+
+    full = KeepingModel(room=0)
+    no_room = ChunkBlend(full, KeepingChunks(), BlendGate(K), set())  # type: ignore[arg-type]
+    assert no_room._load("", HEAD, span) == ChunkLoad(Loaded.NO_ROOM)
+    assert no_room.stats == BlendStats() and full.seqs[SCRATCH] == set()
