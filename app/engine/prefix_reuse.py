@@ -115,7 +115,7 @@ class PrefixReuse:
         disk_n = usable_prefix(prompt, on_disk[1]) if on_disk else 0
         if found and host_n > max(own, donor_n) and host_n >= disk_n:
             self.save(slot, keep=0)
-            if self.tiers.restore(slot, found.data, found.tokens, salt, "host"):
+            if self.tiers.restore(slot, found.data, found.tokens, salt, CacheSource.HOST):
                 slot.documents = found.documents
                 if found.exact_n is not None:  # blended KV: approximate from there on
                     slot.blended_from = found.exact_n
@@ -126,7 +126,7 @@ class PrefixReuse:
             data = self.tiers.read(task, entry)
             if data is not None:
                 self.save(slot, keep=0)
-                if self.tiers.restore(slot, data, entry.tokens, entry.salt, "disk"):
+                if self.tiers.restore(slot, data, entry.tokens, entry.salt, CacheSource.DISK):
                     slot.documents = entry.documents
                     # hot again: keep in RAM
                     self.host.store(salt, entry.tokens, data, slot.documents)
@@ -185,7 +185,7 @@ class PrefixReuse:
         if found is None:
             return
         entry, n = found
-        if self.tiers.restore(slot, entry.data, entry.tokens, entry.salt, "host"):
+        if self.tiers.restore(slot, entry.data, entry.tokens, entry.salt, CacheSource.HOST):
             slot.documents = entry.documents
             slot.cut_to(n, self.model)
 
