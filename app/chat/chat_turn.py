@@ -48,7 +48,7 @@ EndHook = Callable[[TurnResult], None]
 @dataclass(slots=True)
 class Turn:
     request: GenerationRequest
-    route: str  # "chat" | "session" (metrics label)
+    route: str  # "chat" | "session" | "responses" (metrics label)
     on_end: list[EndHook] = field(default_factory=list)
     session_id: str | None = None  # a session message's: named on every response object
     citations: list[Citation] | None = None  # a `rag` turn's: sent first, on the message

@@ -151,7 +151,7 @@ class ChunkBlend:
         """Head + the span's whole chunk into the scratch sequence (positions 0..), from a tier
         or computed and kept (`Loaded.AFTER_HEAD`). A state from a tier that could be shifted
         on the host holds the span's cells after its first k only, at their places
-        (`Loaded.AT_PLACE`). `Loaded.NO_ROOM`: the KV had no room, the scratch is clear."""
+        (`Loaded.AT_PLACE`). `Loaded.NO_ROOM`: the KV had no room for it."""
         state = self.chunks.get(salt, head, span.tokens)
         if state is not None:
             first = len(head) + span.offset  # the span's first token in the state
