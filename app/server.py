@@ -39,6 +39,8 @@ from app.api.routes import (
 from app.api.services import Services
 from app.chat.chat_turn import ChatTurns
 from app.chat.prompter import Prompter
+from app.chat.response_sessions import ResponseSessions
+from app.chat.stored_turns import StoredTurns
 from app.chat.turn_cache import TurnCache
 from app.config import Settings
 from app.db.key_store import KeyStore
@@ -97,6 +99,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         media.import_files()  # uploads from before the database held media bytes
         questions = DocQuestions(docs, engine, settings.kv_reuse)
         keys = KeyStore(store)
+        chats = ChatTurns(engine, prompter, settings, store, TurnCache(), media, questions)
+        stored = StoredTurns(chats, store)
         app.state.services = Services(
             settings,
             engine,
@@ -104,7 +108,9 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             settings.model_name(),
             metrics,
             store,
-            ChatTurns(engine, prompter, settings, store, TurnCache(), media, questions),
+            chats,
+            stored,
+            ResponseSessions(store, stored),
             media=media,
             documents=docs,
             questions=questions,

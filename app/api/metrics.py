@@ -25,13 +25,14 @@ from prometheus_client.registry import Collector
 
 from app.api.llamacpp_metrics import LlamaCppMetrics, LlamaCppState
 from app.api.outcome import RequestOutcome
+from app.engine.reuse_kinds import TIERS
 
 log = logging.getLogger(__name__)
 request_log = logging.getLogger("kvchat.requests")
 
 ROUTES = ("chat", "completion", "session", "ask", "messages", "responses")
 OUTCOMES = ("complete", "cancelled", "error", "rejected")
-SOURCES = ("own_slot", "other_slot", "host", "disk")  # "none" has no cached tokens to count
+SOURCES = TIERS  # "none" has no cached tokens to count
 # 1 ms (a cached one-token reply) .. 120 s (a long generation on a slow CPU model).
 BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
 BUCKETS += (20.0, 30.0, 60.0, 120.0)

@@ -7,6 +7,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from app.engine.reuse_kinds import CacheSource
+
 
 @dataclass(slots=True)
 class RequestOutcome:
@@ -19,7 +21,7 @@ class RequestOutcome:
     session_id: str | None = None
     prompt_tokens: int = 0
     cached_tokens: int = 0
-    cache_source: str = "none"  # own_slot | other_slot | host | disk | none
+    cache_source: CacheSource = CacheSource.NONE
     completion_tokens: int = 0
     ttft_s: float | None = None  # submission -> first token; None when no token came
     e2e_s: float = 0.0

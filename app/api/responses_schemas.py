@@ -1,10 +1,6 @@
 """The OpenAI Responses API's request (`POST /v1/responses`, the subset the SDK's common paths
 use), its translation into what the chat service takes (messages, and a chat request for the
-sampling, the grammar and the tools), and response ids.
-
-A stored response is a session turn: its id names the session and the last message of its
-input, so `previous_response_id` finds the conversation (and its slot) without a table of its
-own.
+sampling, the grammar and the tools). Response ids: app/chat/stored_responses.py.
 """
 
 from __future__ import annotations
@@ -17,23 +13,6 @@ from app.api.openai_schemas import ChatCompletionRequest
 from app.api.tool_schemas import NAME_PATTERN
 from app.chat.messages import ChatMessage, FunctionCall, MessageToolCall
 from app.engine.request import RequestError
-
-PREFIX = "resp_"
-
-
-def response_id(session_id: str, message_id: int) -> str:
-    return f"{PREFIX}{session_id}_{message_id}"
-
-
-def parse_response_id(rid: str) -> tuple[str, int] | None:
-    """(session id, id of the response's last input message), or None for an id that is not
-    one of a stored response."""
-    if not rid.startswith(PREFIX):
-        return None
-    session, _, message = rid[len(PREFIX) :].rpartition("_")
-    if not session or not message.isdigit() or len(message) > 18:
-        return None
-    return session, int(message)
 
 
 class TextPart(BaseModel):

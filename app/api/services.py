@@ -12,6 +12,8 @@ from fastapi import Depends, Request
 from app.api.metrics import Metrics
 from app.chat.chat_turn import ChatTurns
 from app.chat.prompter import Prompter
+from app.chat.response_sessions import ResponseSessions
+from app.chat.stored_turns import StoredTurns
 from app.config import Settings
 from app.db.key_store import KeyStore
 from app.db.store import Store
@@ -29,7 +31,9 @@ class Services:
     model_name: str
     metrics: Metrics
     store: Store  # sessions, messages, media (app/db)
-    chats: ChatTurns  # chat turns: OpenAI messages and session messages (app/chat)
+    chats: ChatTurns  # chat turns from messages, and the steps every turn shares (app/chat)
+    stored: StoredTurns  # turns of stored sessions: session messages, stored responses
+    responses: ResponseSessions  # the Responses API's stored responses
     media: MediaStore | None  # uploaded images (POST /v1/media); None: 503
     documents: Documents | None  # collections, ingestion, retrieval; None: 503
     questions: DocQuestions | None  # search, /ask, `rag` sources (with `documents`)

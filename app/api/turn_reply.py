@@ -23,6 +23,7 @@ from app.api.session_schemas import SessionMessageRequest
 from app.api.structured_output import finish_request, refuse_unsupported
 from app.api.tool_reply import ToolCallWriter
 from app.chat.chat_turn import Build, Turn
+from app.chat.turn_sources import Citation, citations_json
 from app.db.records import SessionRecord
 from app.docs.retrieval import DocQuestion
 from app.engine.request import GenerationRequest, RequestError
@@ -82,16 +83,18 @@ async def reply_turn(
     services: Services, turn: Turn, body: GenerationFields, http: Request, verbose: bool = False
 ) -> Response:
     """`verbose`: the unstreamed reply carries llama-server's `__verbose`."""
-    reply = Reply(ChatShape, turn.route, turn.on_end, turn.extra)
+    extra = {"session_id": turn.session_id} if turn.session_id is not None else {}
+    reply = Reply(ChatShape, turn.route, turn.on_end, extra)
     thinking = turn.thinking if turn.thinking.splits else None
     reply.thinking = thinking
     if body.calls_allowed():
-        envelope = Envelope(ChatShape, services.model_name, turn.extra)
+        envelope = Envelope(ChatShape, services.model_name, extra)
         known = {t.name for t in body.tool_specs()}
         reply.writer = ToolCallWriter(envelope, known, body.include_usage(), {}, thinking)
     if turn.citations is not None:
-        reply.prelude = {"citations": turn.citations}
-        reply.reshape = with_citations(turn.citations)
+        citations = citations_json(turn.citations)
+        reply.prelude = {"citations": citations}
+        reply.reshape = with_citations(citations)
     if verbose:
         vocab = services.engine.tokenizer
         ids = [t for t in turn.request.prompt.tokens if t >= 0]  # no image placeholders
@@ -125,7 +128,7 @@ async def session_turn(
     build = request_builder(fields, services.settings.seed, salt, "content")
     content = body.model_dump()["content"]  # plain str or list of dicts for the database
     replace_from = await keyed_turn(ticket_of(http), session, replace_from)
-    turn = await services.chats.from_session(
+    turn = await services.stored.from_session(
         session, body, content, tenant_of(http), build, replace_from, fields.reasoning_ask()
     )
     return await reply_turn(services, turn, fields, http)
@@ -170,7 +173,7 @@ def _answer_shape(whole: dict[str, Any]) -> dict[str, Any]:
 async def reply_answer(
     services: Services,
     question: DocQuestion,
-    citations: list[dict[str, Any]],
+    citations: list[Citation],
     body: AskRequest,
     salt: str,
     http: Request,
@@ -186,7 +189,7 @@ async def reply_answer(
     reply = Reply(
         ChatShape,
         "ask",
-        prelude={"citations": citations},
+        prelude={"citations": citations_json(citations)},
         timings={"retrieval_ms": round(question.retrieval_ms, 3)},
         reshape=_answer_shape,
     )

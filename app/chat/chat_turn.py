@@ -1,6 +1,9 @@
-"""`ChatTurns`: one chat turn, built in one place, from OpenAI messages (/v1/chat/completions)
-or from a stored session (its messages and regenerate), into the engine request and what the
-reply carries (citations of `rag` sources, end hooks, the undo of a refused session turn).
+"""`ChatTurns`: one chat turn, built in one place, into the engine request and what the reply
+carries (citations of `rag` sources, end hooks, the undo of a refused session turn). A turn from
+messages (/v1/chat/completions, Anthropic's /v1/messages, a Responses turn that is not stored)
+is built here; a turn of a stored session (a session message, regenerate, a stored Responses
+turn) by app/chat/stored_turns.py's one pipeline, from the steps here. Every turn's request
+ends with the same steps (`finish`).
 
 A chat that sends its whole history reuses earlier replies' generated ids from the turn cache
 (app/chat/turn_cache.py). A session turn's prompt is built from the stored history with the
@@ -16,55 +19,43 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import Any, Protocol, cast
+from typing import Any
 
 from app.chat.images import image_prompt
 from app.chat.messages import ChatMessage
 from app.chat.prompter import PromptEnd, Prompter
 from app.chat.reasoning import ReasoningAsk, Thinking
-from app.chat.session_history import history, history_prompt, store_images, visible_uploads
-from app.chat.session_lookup import session_not_found
-from app.chat.stored_replies import reply_store
+from app.chat.session_history import History, history_prompt, store_images, visible_uploads
+from app.chat.stored_replies import calls_reply_store, reply_store
 from app.chat.tool_messages import TemplateTools, prompt_messages
-from app.chat.tools import ToolSpec
+from app.chat.tools import ReplyParser, ToolSpec
 from app.chat.turn import TurnResult
 from app.chat.turn_cache import TurnCache
-from app.chat.turn_sources import ChatSources, RagAsk, SourceFinder
+from app.chat.turn_sources import ChatSources, Citation, RagAsk, SourceFinder
 from app.config import Settings
-from app.db.records import MessageRecord, SessionRecord
 from app.db.store import Store
 from app.engine.engine import Engine
 from app.engine.request import GenerationRequest, RequestError, no_projector
 from app.media.media_store import MediaStore
+from mm.mtmd_bridge import ImageChunk
 from mm.token_sequence import TokenSequence
 
 # The engine request of a prompt, with the request body's sampling, grammar and salt.
 Build = Callable[[TokenSequence], Awaitable[GenerationRequest]]
 EndHook = Callable[[TurnResult], None]
-Content = str | list[dict[str, Any]]  # a message's content as the database stores it
 
 
 @dataclass(slots=True)
 class Turn:
     request: GenerationRequest
-    route: str  # "chat" | "session" (metrics label)
+    route: str  # "chat" | "session" | "responses" (metrics label)
     on_end: list[EndHook] = field(default_factory=list)
-    extra: dict[str, Any] = field(default_factory=dict)  # fields on every response object
-    citations: list[dict[str, Any]] | None = None  # a `rag` turn's: sent first, on the message
+    session_id: str | None = None  # a session message's: named on every response object
+    citations: list[Citation] | None = None  # a `rag` turn's: sent first, on the message
     # A session turn refused before generation (queue full, shutting down) is undone with
     # this, as if never sent. Once submitted, the end hooks record whatever happens to it.
     undo: Callable[[], Awaitable[None]] | None = None
     thinking: Thinking = field(default_factory=Thinking)  # how the reply's reasoning is split
-
-
-class SessionAsk(Protocol):
-    """A message to a session (app/api/session_schemas.py: SessionMessageRequest)."""
-
-    rag: RagAsk | None
-
-    def text(self) -> str: ...
-
-    def has_images(self) -> bool: ...
 
 
 class ChatTurns:
@@ -85,8 +76,6 @@ class ChatTurns:
         self.turns = turns  # exact tokens of recent chat replies
         self.media = media  # uploaded and stored images
         self.sources = sources  # `rag` sources (app/docs/doc_questions.py)
-        # Sessions with a turn in flight: a second turn at once would store messages out of order.
-        self.busy: set[str] = set()
 
     # --- OpenAI messages ------------------------------------------------------------------------
 
@@ -110,13 +99,11 @@ class ChatTurns:
         end = end or PromptEnd()
         reasoning = reasoning or ReasoningAsk()
         prompter = self._prompter(reasoning)
-        citations, documents = None, frozenset[str]()
+        found = None
         if rag is not None:
-            if any(m.has_images() for m in messages):
-                raise RequestError("rag takes text messages only", param="rag")
             question = messages[-1].text()
-            found = await self._sources(tenant, rag, question, [])
-            citations, documents = found.citations, found.documents
+            images = any(m.has_images() for m in messages)
+            found = await self.find_sources(tenant, rag, question, [], images)
             last = ChatMessage(
                 role="user", content=[found.part, {"type": "text", "text": question}]
             )
@@ -135,13 +122,29 @@ class ChatTurns:
                 messages, salt, build, template_tools, prompter, end
             )
             on_end.append(remember)
+        await self.finish(request, session, tenant, (rag, found) if rag and found else None)
+        thinking = self._thinking(reasoning, request.prompt)
+        citations = found.citations if found is not None else None
+        return Turn(request, "chat", on_end, citations=citations, thinking=thinking)
+
+    async def finish(
+        self,
+        request: GenerationRequest,
+        session: str | None,
+        tenant: str,
+        sources: tuple[RagAsk, ChatSources] | None,
+    ) -> None:
+        """What every turn's request ends with: the template's continuation, the session whose
+        slot it goes back to, the documents its KV holds and a `rag` turn's blend plan."""
         request.continuation = self.prompter.continuation
         request.session = session
-        request.documents = documents
-        if rag is not None and citations and self.sources is not None:
-            await self.sources.blend(tenant, rag, citations, request)
-        thinking = self._thinking(reasoning, request.prompt)
-        return Turn(request, "chat", on_end, citations=citations, thinking=thinking)
+        if sources is None:
+            request.documents = frozenset()
+            return
+        rag, found = sources
+        request.documents = found.documents
+        if found.citations and self.sources is not None:
+            await self.sources.blend(tenant, rag, found.citations, request)
 
     def _prompter(self, reasoning: ReasoningAsk) -> Prompter:
         return self.prompter.rendering(reasoning.kwargs())
@@ -209,108 +212,55 @@ class ChatTurns:
 
         return request, remember
 
-    async def _sources(
-        self, tenant: str, rag: RagAsk, query: str, history: list[Any]
+    async def find_sources(
+        self, tenant: str, rag: RagAsk, query: str, history: list[Any], images: bool
     ) -> ChatSources:
+        """The `rag` sources of a text message (`images`: the message has some); `history`:
+        the contents of the conversation's earlier user messages."""
+        if images:
+            raise RequestError("rag takes text messages only", param="rag")
         if self.sources is None:
             raise RequestError("documents are not available", code="unavailable", status=503)
         return await self.sources.sources(tenant, rag, query, history)
 
-    # --- sessions -------------------------------------------------------------------------------
+    # --- the steps of a stored session's turn (app/chat/stored_turns.py) ----------------------
 
-    async def from_session(
-        self,
-        session: SessionRecord,
-        ask: SessionAsk,
-        content: Content,
-        tenant: str,
-        build: Build,
-        replace_from: int | None = None,
-        reasoning: ReasoningAsk | None = None,
-    ) -> Turn:
-        """A new message to a stored session (`content` as stored); with `replace_from`, the
-        messages from that seq on are replaced by it (regenerate). The user message is stored
-        before this returns; the reply is stored by the turn's end hooks, its reasoning apart."""
-        content, found = await self._session_content(session, ask, content, tenant)
-        reasoning = reasoning or ReasoningAsk()
-        prompter = self._prompter(reasoning)
+    async def stored_images(
+        self, parts: list[dict[str, Any]], tenant: str, param: str
+    ) -> list[dict[str, Any]]:
+        """A new message's parts with its images checked and stored: uploaded images it names
+        must be the tenant's; inline ones are stored now, kept by id as the stored history
+        keeps them (the history is the tenant's own session: its images need no check)."""
+        media = self.media
+        if self.engine.vision is None or media is None:
+            raise no_projector(param)
+        await asyncio.to_thread(visible_uploads, parts, media, tenant)
+        return await asyncio.to_thread(store_images, parts, media, self.settings)
+
+    async def session_prompt(
+        self, h: History, reasoning: ReasoningAsk | None
+    ) -> tuple[TokenSequence, dict[str, ImageChunk], Thinking]:
+        """The prompt of a stored history (the replies' own ids spliced in), its images, and
+        how its reply's reasoning is split (None: not split, stored as generated)."""
+        asked = reasoning or ReasoningAsk()
         prompt, images = await history_prompt(
-            history(session, content), prompter, self.engine.vision, self.settings, self.media
+            h, self._prompter(asked), self.engine.vision, self.settings, self.media
         )
-        thinking = self._thinking(reasoning, prompt)
-        request = await build(prompt)
-        request.session = session.id
-        request.continuation = self.prompter.continuation
-        request.images = images
-        request.documents = found.documents if found is not None else frozenset()
-        if ask.rag is not None and found is not None and self.sources is not None:
-            await self.sources.blend(tenant, ask.rag, found.citations, request)
-        self.engine.validate(request)  # bad input changes nothing: checked before storing
-        self.engine.check_room()  # nor does a full queue (the common case; submit checks again)
-        user = await self._store_question(session.id, content, replace_from)
+        thinking = self._thinking(asked, prompt) if reasoning is not None else Thinking()
+        return prompt, images, thinking
 
-        async def undo() -> None:
-            self.busy.discard(session.id)
-            await asyncio.to_thread(self.store.delete_message, user.id)
+    def check(self, request: GenerationRequest) -> None:
+        """Before a session turn stores anything: bad input changes nothing, nor does a full
+        queue (the common case; submit checks again)."""
+        self.engine.validate(request)
+        self.engine.check_room()
 
-        stored = reply_store(self.store, self.prompter, session.id, len(prompt), thinking)
-        hooks = [stored, self._release(session.id)]
-        citations = found.citations if found is not None else None
-        extra = {"session_id": session.id}
-        return Turn(request, "session", hooks, extra, citations, undo, thinking)
-
-    async def _session_content(
-        self, session: SessionRecord, ask: SessionAsk, content: Content, tenant: str
-    ) -> tuple[Content, ChatSources | None]:
-        """The message as stored: with its `rag` sources first, inline images stored."""
-        found = None
-        if ask.rag is not None:
-            if ask.has_images():
-                raise RequestError("rag takes text messages only", param="rag")
-            earlier = [m.content for m in session.messages if m.role == "user"]
-            found = await self._sources(tenant, ask.rag, ask.text(), earlier)
-            content = [found.part, {"type": "text", "text": ask.text()}]
-        if ask.has_images():
-            media = self.media
-            if self.engine.vision is None or media is None:
-                raise no_projector("content")
-            parts = cast(list[dict[str, Any]], content)  # a message with images has parts
-            # Uploaded images the new message names must be the tenant's; inline ones are
-            # stored now. The stored history is the tenant's own session: its images need no
-            # check.
-            await asyncio.to_thread(visible_uploads, parts, media, tenant)
-            content = await asyncio.to_thread(store_images, parts, media, self.settings)
-        return content, found
-
-    def hold(self, session_id: str, param: str, what: str) -> None:
-        """Take the session's turn; 409 while another turn of it runs (`what` says which)."""
-        if session_id in self.busy:
-            raise RequestError(
-                f"{what}; wait for it or cancel it first",
-                param=param,
-                code="session_busy",
-                status=409,
-            )
-        self.busy.add(session_id)
-
-    async def _store_question(
-        self, session_id: str, content: Content, replace_from: int | None
-    ) -> MessageRecord:
-        """Store the user message, holding the session's turn (409 while another runs)."""
-        self.hold(session_id, "session_id", "this session is already generating a reply")
-        try:
-            return await asyncio.to_thread(
-                self.store.add_message, session_id, "user", content, replace_from=replace_from
-            )
-        except KeyError:  # deleted meanwhile
-            self.busy.discard(session_id)
-            raise session_not_found(session_id) from None
-        except BaseException:
-            self.busy.discard(session_id)
-            raise
-
-    def _release(self, session_id: str) -> EndHook:
-        def release(_: TurnResult) -> None:
-            self.busy.discard(session_id)
-
-        return release
+    def reply_hook(
+        self, session_id: str, prompt_tokens: int, thinking: Thinking, parser: ReplyParser | None
+    ) -> EndHook:
+        """The end hook that stores a session turn's reply: with its tool calls where `parser`
+        reads them, else with its reasoning apart."""
+        store, prompter = self.store, self.prompter
+        if parser is not None:
+            return calls_reply_store(store, prompter, session_id, prompt_tokens, parser)
+        return reply_store(store, prompter, session_id, prompt_tokens, thinking)

@@ -1,7 +1,8 @@
 """A session's replies as stored: the end hook that stores a session turn's reply when the turn
 ends, whatever its status (complete, cancelled or error, also when the client went away or the
-server stopped), its reasoning apart; the fields every stored reply records; and, for
-regenerate, the last question taken off a loaded session with the reply that followed it.
+server stopped), its reasoning apart (a Responses turn's: its tool calls); the fields every
+stored reply records; and, for regenerate, the last question taken off a loaded session with
+the reply that followed it.
 
 A stored reply keeps its generated token ids only where they are exactly what its text
 tokenizes to: the next turn's prompt splices them in (app/chat/conversation.py) in place of the
@@ -15,6 +16,7 @@ from typing import Any
 
 from app.chat.prompter import Prompter
 from app.chat.reasoning import Thinking, split_reasoning
+from app.chat.tools import ReplyParser
 from app.chat.turn import TurnResult
 from app.db.records import MessageRecord, SessionRecord
 from app.db.store import Store
@@ -41,6 +43,25 @@ def reply_store(
         fields = reply_fields(result, prompter, prompt_tokens)
         reasoning, content = split_reasoning(result.text, thinking)
         store.add_message(session_id, "assistant", content, reasoning=reasoning, **fields)
+
+    return store_reply
+
+
+def calls_reply_store(
+    store: Store, prompter: Prompter, session_id: str, prompt_tokens: int, parser: ReplyParser
+) -> Callable[[TurnResult], None]:
+    """The end hook that stores a Responses turn's reply: its text and its tool calls."""
+
+    def store_reply(result: TurnResult) -> None:
+        content, calls = parser.parse(result.text)
+        store.add_message(
+            session_id,
+            "assistant",
+            content,
+            **reply_fields(result, prompter, prompt_tokens),
+            tool_calls=[{"id": c.id, "name": c.name, "arguments": c.arguments} for c in calls]
+            or None,
+        )
 
     return store_reply
 

@@ -1,12 +1,32 @@
 """Responses (the Responses API's) as turns of a stored session: a response is named by the
 last message of its input; its reply is the assistant message that follows, and the response
-before it is the one whose reply precedes its input. Plain functions of a loaded session."""
+before it is the one whose reply precedes its input. Plain functions of a loaded session.
+
+A response's id names its session and the last message of its input, so
+`previous_response_id` finds the conversation (and its slot) without a table of its own."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
 from app.db.records import MessageRecord, SessionRecord
+
+PREFIX = "resp_"
+
+
+def response_id(session_id: str, message_id: int) -> str:
+    return f"{PREFIX}{session_id}_{message_id}"
+
+
+def parse_response_id(rid: str) -> tuple[str, int] | None:
+    """(session id, id of the response's last input message), or None for an id that is not
+    one of a stored response."""
+    if not rid.startswith(PREFIX):
+        return None
+    session, _, message = rid[len(PREFIX) :].rpartition("_")
+    if not session or not message.isdigit() or len(message) > 18:
+        return None
+    return session, int(message)
 
 
 @dataclass(slots=True)

@@ -1,34 +1,67 @@
-"""`StoredTurns`: a turn of a stored conversation (a session) from new messages of any role
-(user messages, tool results, even earlier assistant turns sent as input), with tools: what the
-Responses API runs on (app/api/routes/responses.py).
+"""`StoredTurns`: a turn of a stored conversation (a session), one pipeline for a session
+message (and regenerate) and a Responses API turn (app/chat/response_sessions.py), whose new
+messages may be of any role (user messages, tool results, even earlier assistant turns sent as
+input), with tools.
 
-As a session message does (app/chat/chat_turn.py), the turn's prompt is built from the stored
-history with the replies' own generated ids, so it extends the previous turn token for token
-and goes back to the slot that holds it; the new messages are stored before generation, the
-reply (its text and its tool calls) when it ends, whatever its status.
+The turn's prompt is built from the stored history with the replies' own generated ids
+(app/chat/conversation.py), so it extends the previous turn token for token, the whole history
+is reused from the KV, and the session goes back to the slot that holds it. Nothing is lost:
+the new messages are stored before generation (app/chat/session_writes.py), the reply when it
+ends, whatever its status (app/chat/stored_replies.py). The steps of building the turn are
+`ChatTurns`' (app/chat/chat_turn.py), the same as a chat's.
 """
 
 from __future__ import annotations
 
-import asyncio
 from dataclasses import dataclass
-from typing import Any, cast
+from typing import Any, Protocol, cast
 
-from app.chat.chat_turn import Build, ChatTurns, EndHook, Turn
+from app.chat.chat_turn import Build, ChatTurns, Turn
 from app.chat.messages import ChatMessage
-from app.chat.session_history import history_prompt, store_images, turn_history, visible_uploads
-from app.chat.session_lookup import session_not_found
-from app.chat.stored_replies import reply_fields
+from app.chat.reasoning import ReasoningAsk
+from app.chat.session_history import History, history, turn_history
+from app.chat.session_writes import Content, Hold, NewMessage, SessionWrites
 from app.chat.tools import ReplyParser, ToolSpec
-from app.chat.turn import TurnResult
+from app.chat.turn_sources import ChatSources, RagAsk
 from app.db.records import MessageRecord, SessionRecord
-from app.engine.request import RequestError, no_projector
+from app.db.store import Store
+from app.engine.request import RequestError
+
+SESSION_HOLD = Hold("session_id", "this session is already generating a reply")
+RESPONSE_HOLD = Hold("previous_response_id", "this conversation is already generating a response")
 
 
 @dataclass(slots=True)
 class StoredTurn:
     turn: Turn
     inputs: list[MessageRecord]  # the new messages as stored
+
+
+@dataclass(slots=True)
+class SessionInput:
+    """What one turn adds to a stored session, and how its reply is kept."""
+
+    messages: list[NewMessage]  # stored before generation
+    history: History  # the next prompt's messages: the stored ones, then these
+    route: str  # "session" | "responses" (metrics label)
+    hold: Hold  # the 409 while another turn of the session runs
+    replace_from: int | None = None  # regenerate: the messages from that seq on are replaced
+    # The request's reasoning ask (the reply's reasoning is split off and stored apart); None:
+    # the reply is stored as generated.
+    reasoning: ReasoningAsk | None = None
+    parser: ReplyParser | None = None  # the reply's tool calls, stored with it (Responses)
+    sources: tuple[RagAsk, ChatSources] | None = None  # a `rag` turn's
+    names_session: bool = False  # every response object names the session (session_id)
+
+
+class SessionAsk(Protocol):
+    """A message to a session (app/api/session_schemas.py: SessionMessageRequest)."""
+
+    rag: RagAsk | None
+
+    def text(self) -> str: ...
+
+    def has_images(self) -> bool: ...
 
 
 def _calls(m: ChatMessage) -> list[dict[str, Any]] | None:
@@ -40,11 +73,57 @@ def _calls(m: ChatMessage) -> list[dict[str, Any]] | None:
     ]
 
 
-class StoredTurns:
-    def __init__(self, chats: ChatTurns) -> None:
-        self.chats = chats  # its engine, prompter, store, media, and the sessions' busy set
+def _stored(m: ChatMessage) -> NewMessage:
+    content = m.model_dump()["content"]
+    return NewMessage(m.role, "" if content is None else content, _calls(m), m.tool_call_id)
 
-    async def turn(
+
+class StoredTurns:
+    def __init__(self, chats: ChatTurns, store: Store) -> None:
+        self.chats = chats  # the steps every turn shares
+        self.writes = SessionWrites(store)  # a session's new messages, one turn at a time
+
+    @property
+    def busy(self) -> set[str]:
+        """Sessions with a turn in flight."""
+        return self.writes.busy
+
+    async def from_session(
+        self,
+        session: SessionRecord,
+        ask: SessionAsk,
+        content: Content,
+        tenant: str,
+        build: Build,
+        replace_from: int | None = None,
+        reasoning: ReasoningAsk | None = None,
+    ) -> Turn:
+        """A new message to a stored session (`content` as stored); with `replace_from`, the
+        messages from that seq on are replaced by it (regenerate). The user message is stored
+        before this returns, its `rag` sources first and its inline images stored; the reply by
+        the turn's end hooks, its reasoning apart."""
+        chats, found = self.chats, None
+        if ask.rag is not None:
+            earlier = [m.content for m in session.messages if m.role == "user"]
+            found = await chats.find_sources(tenant, ask.rag, ask.text(), earlier, ask.has_images())
+            content = [found.part, {"type": "text", "text": ask.text()}]
+        if ask.has_images():  # a message with images has parts
+            content = await chats.stored_images(
+                cast(list[dict[str, Any]], content), tenant, "content"
+            )
+        new = SessionInput(
+            [NewMessage("user", content)],
+            history(session, content),
+            "session",
+            SESSION_HOLD,
+            replace_from,
+            reasoning or ReasoningAsk(),
+            sources=(ask.rag, found) if ask.rag is not None and found is not None else None,
+            names_session=True,
+        )
+        return (await self.turn(session, new, tenant, build)).turn
+
+    async def from_input(
         self,
         session: SessionRecord,
         new: list[ChatMessage],
@@ -53,89 +132,43 @@ class StoredTurns:
         tenant: str,
         build: Build,
     ) -> StoredTurn:
-        chats = self.chats
+        """A Responses turn: `new` messages of any role after the stored ones, with `tools`;
+        the reply is stored with the tool calls `parser` reads in it."""
         new = [await self._with_images(m, tenant) for m in new]
         h = turn_history(session, new, tools)
         if not h.messages or h.messages[-1].role != "user":
             raise RequestError("input has nothing new to answer", param="input")
-        vision = chats.engine.vision
-        prompt, images = await history_prompt(
-            h, chats.prompter, vision, chats.settings, chats.media
-        )
-        request = await build(prompt)
-        request.session = session.id
-        request.continuation = chats.prompter.continuation
-        request.images = images
-        chats.engine.validate(request)  # bad input changes nothing: checked before storing
-        chats.engine.check_room()
-        inputs = await self._store_inputs(session.id, new)
-
-        async def undo() -> None:
-            chats.busy.discard(session.id)
-            for m in inputs:
-                await asyncio.to_thread(chats.store.delete_message, m.id)
-
-        hooks = [self._reply_store(session.id, len(prompt), parser), self._release(session.id)]
-        turn = Turn(request, "responses", hooks, undo=undo)
-        return StoredTurn(turn, inputs)
+        messages = [_stored(m) for m in new]
+        ask = SessionInput(messages, h, "responses", RESPONSE_HOLD, parser=parser)
+        return await self.turn(session, ask, tenant, build)
 
     async def _with_images(self, m: ChatMessage, tenant: str) -> ChatMessage:
         """A user message's inline images stored (by id, as session messages keep them)."""
         if not m.has_images():
             return m
-        media = self.chats.media
-        if self.chats.engine.vision is None or media is None:
-            raise no_projector("input")
         parts = cast(list[dict[str, Any]], m.model_dump()["content"])
-        await asyncio.to_thread(visible_uploads, parts, media, tenant)
-        stored = await asyncio.to_thread(store_images, parts, media, self.chats.settings)
+        stored = await self.chats.stored_images(parts, tenant, "input")
         return ChatMessage(role=m.role, content=stored)
 
-    async def _store_inputs(self, session_id: str, new: list[ChatMessage]) -> list[MessageRecord]:
-        """Store the new messages, holding the session's turn (409 while another runs)."""
-        chats = self.chats
-        what = "this conversation is already generating a response"
-        chats.hold(session_id, "previous_response_id", what)
-        stored: list[MessageRecord] = []
-        try:
-            for m in new:
-                content = m.model_dump()["content"]
-                stored.append(
-                    await asyncio.to_thread(
-                        chats.store.add_message,
-                        session_id,
-                        m.role,
-                        "" if content is None else content,
-                        tool_calls=_calls(m),
-                        tool_call_id=m.tool_call_id,
-                    )
-                )
-            return stored
-        except KeyError:  # deleted meanwhile
-            chats.busy.discard(session_id)
-            raise session_not_found(session_id) from None
-        except BaseException:
-            chats.busy.discard(session_id)
-            raise
-
-    def _reply_store(self, session_id: str, prompt_tokens: int, parser: ReplyParser) -> EndHook:
-        store, prompter = self.chats.store, self.chats.prompter
-
-        def store_reply(result: TurnResult) -> None:
-            content, calls = parser.parse(result.text)
-            store.add_message(
-                session_id,
-                "assistant",
-                content,
-                **reply_fields(result, prompter, prompt_tokens),
-                tool_calls=[{"id": c.id, "name": c.name, "arguments": c.arguments} for c in calls]
-                or None,
-            )
-
-        return store_reply
-
-    def _release(self, session_id: str) -> EndHook:
-        def release(_: TurnResult) -> None:
-            self.chats.busy.discard(session_id)
-
-        return release
+    async def turn(
+        self, session: SessionRecord, new: SessionInput, tenant: str, build: Build
+    ) -> StoredTurn:
+        """The one pipeline of a stored session's turn: its prompt from the stored history, the
+        engine request checked before anything is stored, the new messages stored holding the
+        session's turn, the reply stored (and the turn let go) by its end hooks."""
+        chats, writes = self.chats, self.writes
+        prompt, images, thinking = await chats.session_prompt(new.history, new.reasoning)
+        request = await build(prompt)
+        request.images = images
+        await chats.finish(request, session.id, tenant, new.sources)
+        chats.check(request)  # before storing: bad input or a full queue changes nothing
+        inputs = await writes.store_new(session.id, new.messages, new.hold, new.replace_from)
+        hooks = [
+            chats.reply_hook(session.id, len(prompt), thinking, new.parser),
+            writes.release(session.id),
+        ]
+        citations = new.sources[1].citations if new.sources is not None else None
+        undo = writes.undo(session.id, inputs)
+        named = session.id if new.names_session else None
+        turn = Turn(request, new.route, hooks, named, citations, undo, thinking)
+        return StoredTurn(turn, inputs)

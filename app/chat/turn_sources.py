@@ -9,6 +9,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+from app.engine.request import GenerationRequest
+
 
 class RagAsk(Protocol):
     """`"rag"` on a chat or session request (app/api/schemas.py: RagOptions)."""
@@ -18,13 +20,52 @@ class RagAsk(Protocol):
     document_ids: list[str] | None
     score_threshold: float | None
     hybrid: bool
-    kv_reuse: str | None  # "prefix" | "blend"; None: the server's --kv-reuse
+    kv_reuse: str | None  # "prefix" | "blend" (app/engine/reuse_kinds.py: KvReuse); None: the
+    # server's --kv-reuse
+
+
+@dataclass(frozen=True, slots=True)
+class Citation:
+    """A chunk as a reply cites it (built by app/docs/chat_sources.py; JSON only at the API
+    edge, `as_json`)."""
+
+    index: int  # the number its header carries in the prompt
+    chunk: int  # the chunk's row id
+    document_id: str
+    filename: str
+    page: int | None
+    char_start: int
+    char_end: int
+    score: float
+    text: str
+
+    @property
+    def chunk_id(self) -> str:
+        """The chunk's id as the API names it."""
+        return f"chunk-{self.chunk}"
+
+    def as_json(self) -> dict[str, Any]:
+        return {
+            "index": self.index,
+            "chunk_id": self.chunk_id,
+            "document_id": self.document_id,
+            "filename": self.filename,
+            "page": self.page,
+            "char_start": self.char_start,
+            "char_end": self.char_end,
+            "score": self.score,
+            "text": self.text,
+        }
+
+
+def citations_json(citations: list[Citation]) -> list[dict[str, Any]]:
+    return [c.as_json() for c in citations]
 
 
 @dataclass(slots=True)
 class ChatSources:
-    part: dict[str, Any]  # the text part with the chunks, put before the user's own text
-    citations: list[dict[str, Any]]  # in prompt order
+    part: dict[str, Any]  # the text part with the chunks (as stored), before the user's own text
+    citations: list[Citation]  # in prompt order
     # Every document the conversation's KV holds once this turn is in: the earlier turns'
     # cited documents and this one's.
     documents: frozenset[str]
@@ -38,7 +79,7 @@ class SourceFinder(Protocol):
         ...
 
     async def blend(
-        self, tenant: str, rag: RagAsk, citations: list[dict[str, Any]], request: Any
+        self, tenant: str, rag: RagAsk, citations: list[Citation], request: GenerationRequest
     ) -> None:
         """Set the request's blend plan when the turn blends its cited chunks' KV."""
         ...

@@ -14,18 +14,18 @@ from collections.abc import Sequence
 
 from app.db.document_records import ChunkRecord, CollectionRecord
 from app.engine.blend_plan import BlendPlan, find_spans
+from app.engine.reuse_kinds import KvReuse
 from mm.token_sequence import TokenSequence
 
-MODES = ("prefix", "blend")
 
-
-def reuse_mode(asked: str | None, collection: CollectionRecord, default: str) -> str:
-    """prefix | blend: the request's `kv_reuse`, else the collection's, else --kv-reuse."""
-    return asked or collection.kv_reuse or default
+def reuse_mode(asked: str | None, collection: CollectionRecord, default: str) -> KvReuse:
+    """The request's `kv_reuse`, else the collection's, else --kv-reuse (each a KvReuse name,
+    as the request schemas, the database and the settings allow)."""
+    return KvReuse(asked or collection.kv_reuse or default)
 
 
 def wants_blend(asked: str | None, collection: CollectionRecord, default: str) -> bool:
-    return reuse_mode(asked, collection, default) == "blend"
+    return reuse_mode(asked, collection, default) is KvReuse.BLEND
 
 
 def collection_blends(collection: CollectionRecord, default: str) -> bool:

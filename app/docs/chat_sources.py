@@ -10,26 +10,17 @@ from __future__ import annotations
 
 from typing import Any
 
+from app.chat.turn_sources import Citation
 from app.db.document_records import ChunkRecord
 from app.docs.doc_prompt import INSTRUCTION, QUESTION
 from rag.layout import chunk_text
 
-Citation = dict[str, Any]
-
 
 def citation(c: ChunkRecord, score: float) -> Citation:
     """A chunk as replies cite it; `index` is the number its header carries in the prompt."""
-    return {
-        "index": c.number,
-        "chunk_id": f"chunk-{c.id}",
-        "document_id": c.document_id,
-        "filename": c.filename,
-        "page": c.page,
-        "char_start": c.char_start,
-        "char_end": c.char_end,
-        "score": score,
-        "text": c.text,
-    }
+    return Citation(
+        c.number, c.id, c.document_id, c.filename, c.page, c.char_start, c.char_end, score, c.text
+    )
 
 
 def cited_before(history: list[Any]) -> tuple[set[str], set[str]]:
@@ -53,12 +44,13 @@ def sources_part(
     citations of all of them, in prompt order."""
     ordered = sorted(found, key=lambda cs: (cs[0].document_id, cs[0].ordinal))
     citations = [citation(c, s) for c, s in ordered]
-    old = [c for c in citations if c["chunk_id"] in seen]
+    old = [c for c in citations if c.chunk_id in seen]
     text = INSTRUCTION
     if old:
-        text += "Sources " + ", ".join(f"[{c['index']}]" for c in old) + " above.\n\n"
+        text += "Sources " + ", ".join(f"[{c.index}]" for c in old) + " above.\n\n"
     for c, _ in ordered:
         if f"chunk-{c.id}" not in seen:
             text += chunk_text(c.number, c.filename, c.page, c.text)
     text += QUESTION
-    return {"type": "text", "text": text, "citations": citations}, citations
+    stored = [c.as_json() for c in citations]  # the part is stored with the message
+    return {"type": "text", "text": text, "citations": stored}, citations

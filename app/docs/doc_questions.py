@@ -10,15 +10,16 @@ from __future__ import annotations
 import asyncio
 from typing import Any, Protocol
 
-from app.chat.turn_sources import ChatSources, RagAsk
+from app.chat.turn_sources import ChatSources, Citation, RagAsk
 from app.db.document_records import ChunkRecord, CollectionRecord
 from app.docs.blend_request import blend_plan, wants_blend
-from app.docs.chat_sources import Citation, citation, cited_before, sources_part
+from app.docs.chat_sources import citation, cited_before, sources_part
 from app.docs.doc_lookup import load_collection
 from app.docs.documents import Documents
 from app.docs.retrieval import DocQuestion, Retrieved, lay_out, search
 from app.engine.engine import Engine
 from app.engine.request import GenerationRequest
+from app.engine.reuse_kinds import KvReuse
 from mm.token_sequence import TokenSequence
 
 
@@ -29,6 +30,12 @@ class SearchOptions(Protocol):
     document_ids: list[str] | None
     score_threshold: float | None
     hybrid: bool
+
+
+class AskOptions(SearchOptions, Protocol):
+    """How to answer (app/api/doc_schemas.py: AskRequest)."""
+
+    kv_reuse: str | None  # "prefix" | "blend"; None: the collection's, else --kv-reuse
 
 
 class DocQuestions:
@@ -49,7 +56,7 @@ class DocQuestions:
         )
 
     async def ask(
-        self, collection: CollectionRecord, question: str, options: SearchOptions, salt: str
+        self, collection: CollectionRecord, question: str, options: AskOptions, salt: str
     ) -> tuple[DocQuestion, list[Citation]]:
         """The laid-out prompt of a question to one collection, and its citations.
 
@@ -58,7 +65,7 @@ class DocQuestions:
         found = await self.search(collection.id, question, options)
         head, tail = self.docs.prompts.parts(collection.system_prompt, question)
         laid_out = await lay_out(self.engine, head, tail, found, salt)
-        if wants_blend(getattr(options, "kv_reuse", None), collection, self.kv_reuse):
+        if wants_blend(options.kv_reuse, collection, self.kv_reuse):
             # Looking for the chunks in a long prompt is CPU work: never on the event loop.
             prompt = TokenSequence(laid_out.layout.tokens)
             laid_out.blend = await asyncio.to_thread(blend_plan, head, laid_out.chunks, prompt)
@@ -80,22 +87,22 @@ class DocQuestions:
         found.sort(key=lambda cs: (-cs[1], cs[0].id))
         part, citations = sources_part(found[: rag.top_k], seen)
         # The KV of the whole history holds every document cited in it.
-        documents = frozenset(before | {c["document_id"] for c in citations})
+        documents = frozenset(before | {c.document_id for c in citations})
         return ChatSources(part, citations, documents)
 
     async def blend(
-        self, tenant: str, rag: RagAsk, citations: list[dict[str, Any]], request: GenerationRequest
+        self, tenant: str, rag: RagAsk, citations: list[Citation], request: GenerationRequest
     ) -> None:
         """A chat or session turn with `rag` that blends (`kv_reuse`, else its first
         collection's, else --kv-reuse): the plan of where its prompt holds the cited chunks,
         after the first collection's document head."""
-        if not citations or rag.kv_reuse == "prefix":
+        if not citations or rag.kv_reuse == KvReuse.PREFIX:
             return  # (no collection lookup on the way of a turn that says)
         docs = self.docs
         collection = await load_collection(docs, tenant, rag.collection_ids[0])
         if not wants_blend(rag.kv_reuse, collection, self.kv_reuse):
             return
-        ids = [int(c["chunk_id"].removeprefix("chunk-")) for c in citations]
+        ids = [c.chunk for c in citations]
 
         def chunks() -> list[ChunkRecord]:
             found = docs.chunk_store.chunks_by_id(ids, docs.model_key)

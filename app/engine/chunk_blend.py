@@ -33,11 +33,13 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from enum import Enum
 
 from app.cache.chunk_kv import ChunkKv
 from app.engine.blend_gate import BlendGate
 from app.engine.blend_plan import ChunkSpan
 from app.engine.model import Model
+from app.engine.reuse_kinds import KvReuse
 from app.engine.slot import Slot
 from app.engine.state_shift import StateShift
 from app.engine.task import Task
@@ -59,7 +61,7 @@ class ChunkBlend:
         self.shifter = StateShift(model)
         self._batch = model.new_batch()
         self._head_in_scratch = False  # the scratch sequence holds the head at 0..len(head)-1
-        self.stats = {"placed": 0, "computed": 0, "tokens": 0, "kept": 0}
+        self.stats = BlendStats()
 
     def close(self) -> None:
         self._batch.close()
@@ -79,9 +81,9 @@ class ChunkBlend:
             return
         reason = self.unsupported(task)
         if reason is not None:
-            task.kv_reuse, task.kv_reuse_reason = "prefix", reason
+            task.kv_reuse, task.kv_reuse_reason = KvReuse.PREFIX, reason
             return
-        task.kv_reuse = "blend"
+        task.kv_reuse = KvReuse.BLEND
         task.kv_reuse_agreement = self.gate.agreement
         prompt = task.request.prompt
         tokens = prompt.text_tokens(0, len(prompt))
@@ -99,15 +101,14 @@ class ChunkBlend:
                 if span.end > last or span.length <= k:
                     continue  # held by the prefix already, or not worth placing
                 loaded = self._load(task.request.cache_salt, plan.head, span)
-                if loaded is None:
-                    continue  # no room to compute it: it is computed in the next gap
-                n_head, fresh = loaded
-                if n_head is None:  # restored at its place
+                if loaded.where is Loaded.NO_ROOM:
+                    continue  # it is computed in the next gap
+                if loaded.where is Loaded.AT_PLACE:
                     self.model.seq_cp(self.scratch, slot.id, span.start + k, span.end)
                     self._clear_scratch()
                 else:
-                    self._place(slot, span, n_head, span.start + k)
-                pieces.append(_Piece(end, span, fresh))
+                    self._place(slot, span, loaded.n_head, span.start + k)
+                pieces.append(_Piece(end, span, loaded.fresh))
                 end = span.end
             pieces = self._repair(slot, tokens, pieces, k)
         finally:
@@ -125,7 +126,7 @@ class ChunkBlend:
         task.n_done = len(slot.cache)  # what was decoded or placed
         task.n_cached += placed
         task.chunk_n = placed + max(reused, 0)
-        self.stats["tokens"] += placed
+        self.stats.tokens += placed
 
     def _repair(self, slot: Slot, tokens: list[int], pieces: list[_Piece], k: int) -> list[_Piece]:
         """Fill the gap before each placed chunk's body (the prompt tokens since the previous
@@ -146,12 +147,11 @@ class ChunkBlend:
             model.seq_cp(scratch, slot.id, a, b)
         return pieces
 
-    def _load(self, salt: str, head: list[int], span: ChunkSpan) -> tuple[int | None, bool] | None:
+    def _load(self, salt: str, head: list[int], span: ChunkSpan) -> ChunkLoad:
         """Head + the span's whole chunk into the scratch sequence (positions 0..), from a tier
-        or computed and kept; returns (the head's length, whether it was computed now), None
-        when the KV has no room. A state from a tier that could be shifted on the host holds
-        the span's cells after its first k only, at their places: the head's length is then
-        None."""
+        or computed and kept (`Loaded.AFTER_HEAD`). A state from a tier that could be shifted
+        on the host holds the span's cells after its first k only, at their places
+        (`Loaded.AT_PLACE`). `Loaded.NO_ROOM`: the KV had no room for it."""
         state = self.chunks.get(salt, head, span.tokens)
         if state is not None:
             first = len(head) + span.offset  # the span's first token in the state
@@ -160,30 +160,30 @@ class ChunkBlend:
             if moved is not None:
                 self._clear_scratch()
                 if not self.model.state_restore(self.scratch, moved):
-                    return None
-                self.stats["placed"] += 1
-                return None, False
+                    return ChunkLoad(Loaded.NO_ROOM)
+                self.stats.placed += 1
+                return ChunkLoad(Loaded.AT_PLACE)
             if not self.model.state_restore(self.scratch, state.data):
                 self._clear_scratch()
-                return None
+                return ChunkLoad(Loaded.NO_ROOM)
             self._head_in_scratch = True
-            self.stats["placed"] += 1
-            return len(head), False
+            self.stats.placed += 1
+            return ChunkLoad(Loaded.AFTER_HEAD, len(head))
         if not self._head_in_scratch:
             self.model.seq_clear(self.scratch)
             if not self._decode_seq(self.scratch, head, 0):
                 self._clear_scratch()
-                return None
+                return ChunkLoad(Loaded.NO_ROOM)
             self._head_in_scratch = True
         else:
             self.model.seq_rm(self.scratch, len(head), -1)
         if not self._decode_seq(self.scratch, list(span.tokens), len(head)):
             self._clear_scratch()
-            return None
+            return ChunkLoad(Loaded.NO_ROOM)
         self._keep_seq(self.scratch, salt, head, span.tokens, span.document_id)
-        self.stats["computed"] += 1
-        self.stats["placed"] += 1
-        return len(head), True
+        self.stats.computed += 1
+        self.stats.placed += 1
+        return ChunkLoad(Loaded.AFTER_HEAD, len(head), fresh=True)
 
     def keep(self, task: Task, slot: Slot) -> None:
         """A `keep_chunk` request ended: its slot's KV (head + chunk, exact, computed in the
@@ -200,7 +200,7 @@ class ChunkBlend:
         salt = task.request.cache_salt
         kept = slot.cut_to(n, self.model) == n and not self.chunks.has(salt, head, chunk)
         if kept and self._keep_seq(slot.id, salt, head, chunk, keep.document_id):
-            self.stats["kept"] += 1
+            self.stats.kept += 1
         if task.n_cached <= keep.n_head:
             slot.cut_to(keep.n_head, self.model)
 
@@ -244,6 +244,32 @@ class ChunkBlend:
     def _clear_scratch(self) -> None:
         self.model.seq_clear(self.scratch)
         self._head_in_scratch = False
+
+
+@dataclass(slots=True)
+class BlendStats:
+    """What blend did since start: chunks placed, of those computed (not from a tier), cached
+    tokens placed, chunk KV kept from `keep_chunk` requests."""
+
+    placed: int = 0
+    computed: int = 0
+    tokens: int = 0
+    kept: int = 0
+
+
+class Loaded(Enum):
+    """Where `ChunkBlend._load` left a chunk's KV in the scratch sequence."""
+
+    NO_ROOM = "no_room"  # nowhere: the KV had no room (the chunk is computed in its gap)
+    AT_PLACE = "at_place"  # the chunk's cells after its first k, at the span's positions
+    AFTER_HEAD = "after_head"  # the head at 0.., the whole chunk after it
+
+
+@dataclass(frozen=True, slots=True)
+class ChunkLoad:
+    where: Loaded
+    n_head: int = 0  # AFTER_HEAD: the head's length (where the chunk starts in the scratch)
+    fresh: bool = False  # its KV was computed now, for this request (not a cached token)
 
 
 @dataclass(frozen=True, slots=True)

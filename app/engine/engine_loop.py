@@ -189,13 +189,13 @@ class EngineLoop:
             task.fail(str(e), status=400, code="invalid_request_error")
             return
         park = self.config.park_idle_slots
-        n_cached, source = self.reuse.prepare(task, slot, park)
+        match = self.reuse.prepare(task, slot, park)
         # What admission left (an idle donor, slots not saved before a short prefill) goes in
         # the pass after this step, once the first token is out.
         self._park_pending |= park
         sampler.accept_prompt(prompt.text_tokens(0, len(prompt)) if not prompt.has_media else [])
         slot.documents |= task.request.documents  # the KV now holds (or will hold) its chunks
-        task.start(slot.id, n_cached, sampler, source)
+        task.start(slot.id, match, sampler)
         self.blend.apply(task, slot)  # a blend request's chunks, placed after that prefix
         self.scheduler.bind(task, slot)
         task.on_close = lambda: self._closed(task, slot)

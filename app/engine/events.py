@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from app.engine.reuse_kinds import TIERS, CacheSource, KvReuse
+
 
 @dataclass(slots=True)
 class Timings:
@@ -15,13 +17,13 @@ class Timings:
     predicted_n: int = 0
     predicted_ms: float = 0.0
     slot: int = -1
-    cache_source: str = "none"  # own_slot | other_slot | host | disk | none
+    cache_source: CacheSource = CacheSource.NONE
     # Submission -> first generated token, as the engine saw it (None: no token). Unstreamed
     # requests get their text only at the end, so this is their time to first token.
     ttft_ms: float | None = None
     # Of cache_n: tokens placed from chunk KV (blend) and not computed for this request.
     chunk_n: int = 0
-    kv_reuse: str | None = None  # blend | prefix, when the request asked for blend
+    kv_reuse: KvReuse | None = None  # when the request asked for blend
     kv_reuse_reason: str | None = None  # why blend fell back to prefix reuse
     # Blend against full prefill on the quality set at this k (app/engine/blend_gate.py), sent
     # with every blended reply: None there when the model was never measured (--blend-force).
@@ -44,10 +46,10 @@ class Timings:
             return 1e3 / ms * n if ms > 0 else 0.0
 
         prefix_n = self.cache_n - self.chunk_n
-        reuse: dict[str, object] = {"kv_reuse": self.kv_reuse} if self.kv_reuse else {}
+        reuse: dict[str, object] = {"kv_reuse": self.kv_reuse.value} if self.kv_reuse else {}
         if self.kv_reuse_reason is not None:
             reuse["kv_reuse_reason"] = self.kv_reuse_reason
-        if self.kv_reuse == "blend":
+        if self.kv_reuse is KvReuse.BLEND:
             reuse["kv_reuse_agreement"] = self.kv_reuse_agreement
         # As llama-server: only for a request that drafted.
         draft = (
@@ -60,10 +62,7 @@ class Timings:
             "cache_n": self.cache_n,
             # cached tokens by where they came from; chunk: blended chunk KV
             "cache_sources": {
-                **{
-                    src: prefix_n if src == self.cache_source else 0
-                    for src in ("own_slot", "other_slot", "host", "disk")
-                },
+                **{src.value: prefix_n if src is self.cache_source else 0 for src in TIERS},
                 "chunk": self.chunk_n,
             },
             **reuse,

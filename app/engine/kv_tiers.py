@@ -22,6 +22,7 @@ from concurrent.futures import Future
 from app.cache.disk_cache import DiskCache, DiskEntry
 from app.cache.host_cache import HostCache, HostEntry
 from app.engine.model import Model
+from app.engine.reuse_kinds import CacheSource
 from app.engine.slot import Slot, usable_prefix
 from app.engine.task import Task
 
@@ -108,7 +109,7 @@ class KvTiers:
             self.host.store(slot.salt, tokens, blob, slot.documents)  # takes over ours
         else:
             blob.release()
-        self._timed("save", "host" if to_host else "disk", t0)
+        self._timed("save", CacheSource.HOST if to_host else CacheSource.DISK, t0)
         return saved + 1
 
     def _save_blended(self, slot: Slot) -> int:
@@ -128,10 +129,10 @@ class KvTiers:
         entry = self.host.store(salt, tokens, blob, slot.documents)  # takes over our reference
         if entry is not None:
             entry.exact_n = slot.blended_from
-        self._timed("save", "host", t0)
+        self._timed("save", CacheSource.HOST, t0)
         return 1
 
-    def restore(self, slot: Slot, data, tokens, salt: str, tier: str) -> bool:
+    def restore(self, slot: Slot, data, tokens, salt: str, tier: CacheSource) -> bool:
         """The stored state into the slot's KV; False (the slot left empty) when the KV has no
         room for it right now."""
         t0 = time.perf_counter()
@@ -180,6 +181,6 @@ class KvTiers:
             return self.disk.finish_read(entry, prefetched[1].result())
         return self.disk.read(entry)
 
-    def _timed(self, op: str, tier: str, t0: float) -> None:
+    def _timed(self, op: str, tier: CacheSource, t0: float) -> None:
         if self.on_op is not None:
             self.on_op(op, tier, time.perf_counter() - t0)

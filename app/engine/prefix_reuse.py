@@ -21,12 +21,11 @@ from app.cache.disk_cache import DiskCache
 from app.cache.host_cache import HostCache, HostCacheStats
 from app.engine.kv_tiers import MIN_SAVE_TOKENS, KvTiers
 from app.engine.model import Model
+from app.engine.reuse_kinds import TIERS, CacheSource, PrefixMatch
 from app.engine.scheduler import Scheduler
 from app.engine.slot import Slot, usable_prefix
 from app.engine.task import Task
 from mm.token_sequence import TokenSequence
-
-TIERS = ("own_slot", "other_slot", "host", "disk")
 
 # Fewest tokens a task must prefill for the idle slots it parks to get their pending tails
 # (a conversation's next-turn boundary, a few tokens) decoded first, so they are saved with
@@ -37,8 +36,8 @@ TAIL_BEFORE_PARK_MIN = 256
 
 @dataclass(slots=True)
 class ReuseStats:
-    hits: dict[str, int] = field(default_factory=lambda: dict.fromkeys(TIERS, 0))
-    tokens: dict[str, int] = field(default_factory=lambda: dict.fromkeys(TIERS, 0))
+    hits: dict[CacheSource, int] = field(default_factory=lambda: dict.fromkeys(TIERS, 0))
+    tokens: dict[CacheSource, int] = field(default_factory=lambda: dict.fromkeys(TIERS, 0))
     saves: int = 0
     host: HostCacheStats | None = None
     disk_entries: int = 0
@@ -73,8 +72,8 @@ class PrefixReuse:
         # and restore.
         self.tiers = KvTiers(model, host, disk, self.forgotten, wake, on_op)
 
-    def prepare(self, task: Task, slot: Slot, park: bool = False) -> tuple[int, str]:
-        """Fill the slot's KV with the best prefix; returns (cached tokens, source). `park`:
+    def prepare(self, task: Task, slot: Slot, park: bool = False) -> PrefixMatch:
+        """Fill the slot's KV with the best prefix; returns how much and from where. `park`:
         first free the other idle slots' cells (`park_idle`): before a long prefill all of
         them (saved to host memory now), before a short one those host memory holds already
         (the rest are saved after the first token), so that what this task restores and
@@ -87,7 +86,7 @@ class PrefixReuse:
                 long = len(prompt) >= TAIL_BEFORE_PARK_MIN
                 self.park_idle(long, slot, tails=long)
             self._cut(slot, 0, salt)
-            return 0, "none"
+            return PrefixMatch()
         own = usable_prefix(prompt, slot.reusable_prefix(prompt, salt, task.request.approximate))
         if slot.repeat_logits(prompt, salt) is not None:
             own = len(prompt)  # an exact repeat: nothing to evaluate (Stepper.sample_repeat)
@@ -116,30 +115,30 @@ class PrefixReuse:
         disk_n = usable_prefix(prompt, on_disk[1]) if on_disk else 0
         if found and host_n > max(own, donor_n) and host_n >= disk_n:
             self.save(slot, keep=0)
-            if self.tiers.restore(slot, found.data, found.tokens, salt, "host"):
+            if self.tiers.restore(slot, found.data, found.tokens, salt, CacheSource.HOST):
                 slot.documents = found.documents
                 if found.exact_n is not None:  # blended KV: approximate from there on
                     slot.blended_from = found.exact_n
                 self.host.touch(found)
-                return self._count("host", slot.cut_to(host_n, self.model))
+                return self._count(CacheSource.HOST, slot.cut_to(host_n, self.model))
         if on_disk and disk_n > max(own, donor_n, host_n):
             entry = on_disk[0]
             data = self.tiers.read(task, entry)
             if data is not None:
                 self.save(slot, keep=0)
-                if self.tiers.restore(slot, data, entry.tokens, entry.salt, "disk"):
+                if self.tiers.restore(slot, data, entry.tokens, entry.salt, CacheSource.DISK):
                     slot.documents = entry.documents
                     # hot again: keep in RAM
                     self.host.store(salt, entry.tokens, data, slot.documents)
-                    return self._count("disk", slot.cut_to(disk_n, self.model))
+                    return self._count(CacheSource.DISK, slot.cut_to(disk_n, self.model))
         if donor is not None and donor_n > own:
             self.save(slot, keep=0)
             slot.copy_prefix(donor, donor_n, self.model)
-            return self._count("other_slot", donor_n)
+            return self._count(CacheSource.OTHER_SLOT, donor_n)
         if self.shift_min_chunk and slot.salt == salt:
             self.save(slot, keep=own)  # before shifting rewrites the KV
             own = slot.shift_reuse(prompt, own, self.shift_min_chunk, self.model)
-        return self._count("own_slot", self._cut(slot, own, salt))
+        return self._count(CacheSource.OWN_SLOT, self._cut(slot, own, salt))
 
     def park_idle(
         self,
@@ -186,7 +185,7 @@ class PrefixReuse:
         if found is None:
             return
         entry, n = found
-        if self.tiers.restore(slot, entry.data, entry.tokens, entry.salt, "host"):
+        if self.tiers.restore(slot, entry.data, entry.tokens, entry.salt, CacheSource.HOST):
             slot.documents = entry.documents
             slot.cut_to(n, self.model)
 
@@ -263,9 +262,9 @@ class PrefixReuse:
         slot.salt = salt
         return kept
 
-    def _count(self, tier: str, n: int) -> tuple[int, str]:
+    def _count(self, tier: CacheSource, n: int) -> PrefixMatch:
         if n == 0:
-            return 0, "none"
+            return PrefixMatch()
         self.stats.hits[tier] += 1
         self.stats.tokens[tier] += n
-        return n, tier
+        return PrefixMatch(n, tier)

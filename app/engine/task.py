@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING
 
 from app.engine.events import Event, Failed, Finished, TextDelta, Timings, TokenLogprob
 from app.engine.request import GenerationRequest
+from app.engine.reuse_kinds import CacheSource, KvReuse, PrefixMatch
 from app.engine.sampler import Sampler
 from app.engine.text_stream import TextStream
 
@@ -65,9 +66,9 @@ class Task:
         self._held_tokens: list[int] = []
         self._held_logprobs: list[TokenLogprob] = []
         self.slot_id = -1
-        self.cache_source = "none"  # where the cached prefix came from: own_slot, other_slot
+        self.cache_source = CacheSource.NONE  # where the cached prefix came from
         self.chunk_n = 0  # of n_cached: placed from chunk KV (blend), not computed
-        self.kv_reuse: str | None = None  # blend | prefix when the request asked for blend
+        self.kv_reuse: KvReuse | None = None  # set when the request asked for blend
         self.kv_reuse_reason: str | None = None  # why blend fell back
         self.kv_reuse_agreement: Agreement | None = None  # blend's measured, when it blended
         self.deadline: float | None = None  # time.monotonic() past which the request fails
@@ -83,11 +84,11 @@ class Task:
     def prefilling(self) -> bool:
         return self.n_done < self.prompt_len
 
-    def start(self, slot_id: int, n_cached: int, sampler: Sampler, source: str) -> None:
+    def start(self, slot_id: int, match: PrefixMatch, sampler: Sampler) -> None:
         self.slot_id = slot_id
-        self.cache_source = source
-        self.n_cached = n_cached
-        self.n_done = n_cached
+        self.cache_source = match.source
+        self.n_cached = match.cached
+        self.n_done = match.cached
         self.sampler = sampler
         self.t_start = time.perf_counter()
 
@@ -100,7 +101,7 @@ class Task:
         self.sampler, self.on_close, self.next_token = None, None, None
         self.draft_state = None
         self.slot_id, self.n_cached, self.n_done = -1, 0, 0
-        self.cache_source = "none"
+        self.cache_source = CacheSource.NONE
 
     def on_token(
         self,

@@ -1,17 +1,14 @@
 """The OpenAI Responses API on top of sessions: `POST /v1/responses`, `GET` and `DELETE
 /v1/responses/{id}`.
 
-A stored response (`store`, the default) is a session turn (app/chat/stored_turns.py): a new
-conversation is a new session; `previous_response_id` continues its conversation on the slot that
-holds it, so the prompt is the cached prefix and `usage.input_tokens_details.cached_tokens` says
-so. Continuing a response that is not its conversation's latest branches the conversation there
-(a fork: the same tokens, still served from the cache). `store: false` without a previous
-response is a stateless chat turn. Tenants own their responses as they own sessions.
+A stored response (`store`, the default) is a session turn (app/chat/response_sessions.py): a
+new conversation is a new session; `previous_response_id` continues its conversation on the slot
+that holds it, so the prompt is the cached prefix and `usage.input_tokens_details.cached_tokens`
+says so. `store: false` without a previous response is a stateless chat turn.
 """
 
 from __future__ import annotations
 
-import asyncio
 import uuid
 from typing import Annotated, Any
 
@@ -20,7 +17,7 @@ from pydantic import ValidationError
 
 from app.api.auth import cache_salt
 from app.api.errors import STREAMING, conversion_error, openapi_links
-from app.api.idempotent_writes import Ticket, ticket_of
+from app.api.idempotent_writes import ticket_of
 from app.api.lookups import TenantDep
 from app.api.openai_schemas import ChatCompletionRequest
 from app.api.responder import Reply, respond
@@ -34,19 +31,15 @@ from app.api.responses_reply import (
     response_object,
     response_usage,
 )
-from app.api.responses_schemas import (
-    ResponsesRequest,
-    input_messages,
-    parse_response_id,
-)
-from app.api.responses_schemas import response_id as make_response_id
-from app.api.services import Services, ServicesDep
+from app.api.responses_schemas import ResponsesRequest, input_messages
+from app.api.services import ServicesDep
 from app.api.structured_output import refuse_unsupported
 from app.api.turn_reply import request_builder
 from app.chat.chat_turn import Turn
 from app.chat.messages import ChatMessage
-from app.chat.stored_responses import StoredResponse, find_response, is_latest
-from app.chat.stored_turns import StoredTurns
+from app.chat.response_sessions import ResponseInput
+from app.chat.stored_responses import StoredResponse
+from app.chat.stored_responses import response_id as make_response_id
 from app.chat.tools import ReplyParser, ToolCall
 from app.db.records import SessionRecord
 from app.engine.request import RequestError
@@ -55,27 +48,10 @@ from app.engine.request import RequestError
 router = APIRouter()
 
 
-def _not_found(rid: str, param: str | None = None) -> RequestError:
-    return RequestError(f"no response with id {rid!r}", param=param, code="not_found", status=404)
-
-
-async def _find(
-    services: Services, tenant: str, rid: str, param: str | None = None
-) -> tuple[SessionRecord, StoredResponse]:
-    parsed = parse_response_id(rid)
-    if parsed is None:
-        raise _not_found(rid, param)
-    session = await asyncio.to_thread(services.store.get_session, parsed[0], True, tenant)
-    found = find_response(session, parsed[1]) if session is not None else None
-    if session is None or found is None:
-        raise _not_found(rid, param)
-    return session, found
-
-
 async def _stored_response(
     response_id: str, tenant: TenantDep, services: ServicesDep
 ) -> tuple[SessionRecord, StoredResponse]:
-    return await _find(services, tenant, response_id)
+    return await services.responses.find(tenant, response_id)
 
 
 StoredDep = Annotated[tuple[SessionRecord, StoredResponse], Depends(_stored_response)]
@@ -88,63 +64,16 @@ def _chat(body: ResponsesRequest) -> ChatCompletionRequest:
         raise conversion_error(e) from None
 
 
-async def _conversation(
-    services: Services,
-    body: ResponsesRequest,
-    systems: list[str],
-    tenant: str,
-    ticket: Ticket | None,
-) -> tuple[SessionRecord, str | None]:
-    """The session this response continues (or a new one) and the previous response's id; with
-    an Idempotency-Key, a session made for it is noted (a retry after this replica died
-    deletes it and begins again)."""
-    store = services.store
-    system = "\n\n".join([*([body.instructions] if body.instructions else []), *systems]) or None
-    previous = body.previous_response_id
-    if previous is None:
-        created = await asyncio.to_thread(store.create_session, system, None, None, None, tenant)
-        if ticket is not None:
-            await ticket.note(created_session=created.id)
-        return created, None
-    session, found = await _find(services, tenant, previous, "previous_response_id")
-    if found.reply is None:
-        raise RequestError(
-            f"response {previous!r} is still being generated; wait for it to end",
-            param="previous_response_id",
-            code="session_busy",
-            status=409,
-        )
-    if not is_latest(session, found):  # a branch: the conversation up to that response
-        fork = await asyncio.to_thread(store.fork_session, session.id, found.reply.seq + 1)
-        assert fork is not None
-        if ticket is not None:
-            await ticket.note(created_session=fork.id)
-        session = fork
-    if system is not None and system != session.system_prompt:
-        # New instructions apply from this turn on (the prompt then differs from its start).
-        await asyncio.to_thread(store.update_session, session.id, system_prompt=system)
-        session.system_prompt = system
-    return session, previous
-
-
-async def _undo_earlier_try(services: Services, ticket: Ticket | None) -> None:
-    """A response taken over from a replica that died while it generated: what that try
-    stored goes (the conversation it began, or the inputs it added), so it is stored once."""
-    if ticket is None or not ticket.resumed:
-        return
-    store, noted = services.store, ticket.stored
-    created, sid, begun = (noted.get(k) for k in ("created_session", "session_id", "from_seq"))
-    if isinstance(created, str):
-        await asyncio.to_thread(store.delete_session, created)
-    if isinstance(sid, str) and sid != created and isinstance(begun, int):
-        await asyncio.to_thread(store.delete_messages_from, sid, begun)
+def _system(body: ResponsesRequest, systems: list[str]) -> str:
+    """The system text: the instructions, then the input's system items."""
+    return "\n\n".join([*([body.instructions] if body.instructions else []), *systems])
 
 
 def _stateless(body: ResponsesRequest) -> tuple[str, list[ChatMessage]]:
     """A request's own conversation: the system text (instructions and system items) and the
     messages, that system text first."""
     systems, new = input_messages(body.items())
-    system = "\n\n".join([*([body.instructions] if body.instructions else []), *systems])
+    system = _system(body, systems)
     return system, [*([ChatMessage(role="system", content=system)] if system else []), *new]
 
 
@@ -197,23 +126,11 @@ async def create_response(
         )
         head = ResponseHead("resp_" + uuid.uuid4().hex, model, None, system or None)
     else:
-        ticket = ticket_of(http)
-        await _undo_earlier_try(services, ticket)
-        session, previous = await _conversation(services, body, systems, tenant, ticket)
-        if ticket is not None:  # before the inputs are stored
-            begins = session.messages[-1].seq + 1 if session.messages else 0
-            await ticket.note(session_id=session.id, from_seq=begins)
-        try:
-            stored = await StoredTurns(services.chats).turn(
-                session, new, tools, parser, tenant, build
-            )
-        except BaseException:
-            if previous is None:  # the conversation this request began: nothing of it is left
-                await asyncio.to_thread(services.store.delete_session, session.id)
-            raise
-        turn = stored.turn
-        rid = make_response_id(session.id, stored.inputs[-1].id)
-        head = ResponseHead(rid, model, previous, session.system_prompt)
+        system = _system(body, systems) or None
+        ask = ResponseInput(body.previous_response_id, system, new, tools, parser)
+        started = await services.responses.start(ask, tenant, build, ticket_of(http))
+        turn = started.turn
+        head = ResponseHead(started.id, model, started.previous, started.system)
     head.echo = _echo(body)
     head.timings_per_token, head.return_progress = body.timings_per_token, body.return_progress
     if body.stream and (body.timings_per_token or body.return_progress):
@@ -281,16 +198,5 @@ async def get_response(response_id: str, stored: StoredDep, services: ServicesDe
 @router.delete("/v1/responses/{response_id}")
 async def delete_response(response_id: str, stored: StoredDep, services: ServicesDep):
     """The response and what followed it in its conversation (later responses built on it)."""
-    session, found = stored
-    if session.id in services.chats.busy:
-        raise RequestError(
-            "this conversation is generating a response; wait for it to end",
-            code="session_busy",
-            status=409,
-        )
-    store = services.store
-    if found.inputs[0].seq == 0:
-        await asyncio.to_thread(store.delete_session, session.id)
-    else:
-        await asyncio.to_thread(store.delete_messages_from, session.id, found.inputs[0].seq)
+    await services.responses.delete(*stored)
     return {"id": response_id, "object": "response", "deleted": True}

@@ -14,6 +14,7 @@ import pytest
 from app.db.document_records import CollectionRecord
 from app.docs.blend_request import collection_blends, reuse_mode, wants_blend
 from app.engine.blend_gate import gate
+from app.engine.reuse_kinds import KvReuse
 from tests.app.api.routes.test_documents import (
     CATS,
     ROCKETS,
@@ -38,7 +39,7 @@ def collection(kv_reuse: str | None) -> CollectionRecord:
 @pytest.mark.parametrize("asked", MODES)
 def test_the_request_says_else_the_collection_else_the_server(asked, own, default):
     expected = asked if asked is not None else own if own is not None else default
-    assert reuse_mode(asked, collection(own), default) == expected
+    assert reuse_mode(asked, collection(own), default) is KvReuse(expected)
     assert wants_blend(asked, collection(own), default) == (expected == "blend")
 
 

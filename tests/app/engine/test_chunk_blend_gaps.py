@@ -1,16 +1,19 @@
 """ChunkBlend's gaps on a small fake of llama.cpp's memory (positions per sequence): every
 chunk is placed, then each gap is decoded in order; a gap without room cuts the slot back to
 it and only the chunks before it count. Where blend's quality gate turns it off, nothing is
-placed and the task says why; where it is forced on, the task carries the measured agreement."""
+placed and the task says why; where it is forced on, the task carries the measured agreement.
+A chunk's KV loads from a tier, is computed then, or finds no room, and says which."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from types import SimpleNamespace
 
 from app.engine.blend_gate import Agreement, BlendGate
 from app.engine.blend_plan import BlendPlan, ChunkSpan
-from app.engine.chunk_blend import ChunkBlend
+from app.engine.chunk_blend import BlendStats, ChunkBlend, ChunkLoad, Loaded
 from app.engine.request import GenerationRequest
+from app.engine.reuse_kinds import KvReuse
 from app.engine.slot import Slot
 from app.engine.task import Task
 from mm.token_sequence import TokenSequence
@@ -142,7 +145,7 @@ def test_a_gap_without_room_cuts_the_slot_back_to_it():
 def test_a_model_the_gate_turns_off_keeps_prefix_reuse_and_says_why():
     why = "blend is off for this model: its blended answers matched full prefill in 0%"
     model, task, slot, _ = blend_request(room=100, gate=BlendGate(K, why, Agreement(K, 0.0, 0.4)))
-    assert (task.kv_reuse, task.kv_reuse_reason) == ("prefix", why)
+    assert (task.kv_reuse, task.kv_reuse_reason) == (KvReuse.PREFIX, why)
     assert task.n_done == len(HEAD) == len(slot.cache) and task.chunk_n == 0
     assert model.seqs[0] == set(range(len(HEAD))) and slot.blended_from is None
     timings = task.timings().as_dict()
@@ -152,7 +155,7 @@ def test_a_model_the_gate_turns_off_keeps_prefix_reuse_and_says_why():
 def test_forced_blend_places_the_chunks_and_its_reply_carries_the_measured_agreement():
     measured = Agreement(K, 0.0, 0.4)
     _, task, _, spans = blend_request(room=100, gate=BlendGate(K, None, measured, forced=True))
-    assert task.kv_reuse == "blend" and task.kv_reuse_reason is None
+    assert task.kv_reuse is KvReuse.BLEND and task.kv_reuse_reason is None
     assert task.n_done == spans[-1].end
     timings = task.timings().as_dict()
     assert timings["kv_reuse_agreement"] == measured.as_dict()
@@ -161,3 +164,39 @@ def test_forced_blend_places_the_chunks_and_its_reply_carries_the_measured_agree
     # A model nobody measured, forced: the agreement is unknown, and said so.
     _, unmeasured, _, _ = blend_request(room=100, gate=BlendGate(K, None, None, forced=True))
     assert unmeasured.timings().as_dict()["kv_reuse_agreement"] is None
+
+
+class KeepingChunks:
+    """No chunk's KV is held yet: each is computed, then kept."""
+
+    def __init__(self) -> None:
+        self.host = SimpleNamespace(pool=None)  # the pool blobs are made from (the fake's: none)
+        self.kept: list[str] = []
+
+    def get(self, salt: str, head: list[int], tokens: tuple[int, ...]) -> None:
+        return None
+
+    def put(self, salt: str, head, chunk, blob: bytes, document_id: str) -> None:  # noqa: ANN001
+        self.kept.append(document_id)
+
+
+class KeepingModel(FakeModel):
+    def state_blob(self, seq: int, pool: object) -> bytes:
+        return bytes(len(self.seqs.get(seq, ())))
+
+
+def test_a_chunk_loads_after_the_head_from_a_tier_or_computed_now_or_not_for_want_of_room():
+    span = ChunkSpan(len(HEAD) + 2, "a", CHUNKS["a"])
+    held = ChunkBlend(FakeModel(), FakeChunks(), BlendGate(K), set())  # type: ignore[arg-type]
+    assert held._load("", HEAD, span) == ChunkLoad(Loaded.AFTER_HEAD, len(HEAD), fresh=False)
+    assert (held.stats.placed, held.stats.computed) == (1, 0)
+
+    chunks = KeepingChunks()
+    computed = ChunkBlend(KeepingModel(), chunks, BlendGate(K), set())  # type: ignore[arg-type]
+    assert computed._load("", HEAD, span) == ChunkLoad(Loaded.AFTER_HEAD, len(HEAD), fresh=True)
+    assert (computed.stats.placed, computed.stats.computed, chunks.kept) == (1, 1, ["a"])
+
+    full = KeepingModel(room=0)
+    no_room = ChunkBlend(full, KeepingChunks(), BlendGate(K), set())  # type: ignore[arg-type]
+    assert no_room._load("", HEAD, span) == ChunkLoad(Loaded.NO_ROOM)
+    assert no_room.stats == BlendStats() and full.seqs[SCRATCH] == set()

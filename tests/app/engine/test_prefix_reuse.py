@@ -26,6 +26,7 @@ from app.engine.kv_tiers import MIN_SAVE_SHARE, MIN_SAVE_TOKENS
 from app.engine.model import Model
 from app.engine.prefix_reuse import PrefixReuse
 from app.engine.request import GenerationRequest
+from app.engine.reuse_kinds import CacheSource, PrefixMatch
 from app.engine.scheduler import Scheduler
 from app.engine.slot import Slot, usable_prefix
 from app.engine.task import Task
@@ -153,7 +154,7 @@ class Rig:
 
     def prepare(
         self, i: int, tokens: list[int], salt: str = "", park: bool = False, cache: bool = True
-    ) -> tuple[int, str]:
+    ) -> PrefixMatch:
         return self.reuse.prepare(task(tokens, salt, cache), self.slot(i), park)
 
     def assert_consistent(self) -> None:
@@ -216,9 +217,10 @@ def test_the_slot_holds_the_longest_available_prefix_and_nothing_is_lost(turns):
         found = rig.host.best(salt, prompt)
         host = usable_prefix(prompt, found[1]) if found else 0
 
-        n, source = rig.prepare(i, list(prompt.tokens), salt, park, cache)
+        match = rig.prepare(i, list(prompt.tokens), salt, park, cache)
+        n, source = match.cached, match.source
 
-        assert (n == 0) == (source == "none")
+        assert (n == 0) == (source is CacheSource.NONE)
         assert n == len(slot.cache) < len(prompt)  # the last prompt token is always evaluated
         assert list(slot.cache.tokens) == list(prompt.tokens[:n]) and slot.salt == salt
         if not cache:
@@ -306,11 +308,10 @@ def test_a_failed_restore_leaves_the_slot_empty_and_another_source_serves(rig: R
     rig.reuse.save(rig.slot(0), 0)
     rig.hold(0, prompt[:20])  # slot 0 now holds less than host memory
     rig.model.room = False
-    n, source = rig.prepare(1, prompt)
-    assert (n, source) == (20, "other_slot")
+    assert rig.prepare(1, prompt) == PrefixMatch(20, CacheSource.OTHER_SLOT)
     rig.assert_consistent()
     rig.model.room = True
-    assert rig.prepare(2, prompt) == (40, "host")
+    assert rig.prepare(2, prompt) == PrefixMatch(40, CacheSource.HOST)
     rig.assert_consistent()
 
 
@@ -320,14 +321,14 @@ def test_salted_kv_serves_only_its_own_salt(rig: Rig):
     rig.reuse.save(rig.slot(0), 0)
     assert rig.reuse.cached_length("a", prompt) == 30
     assert rig.reuse.cached_length("b", prompt) == 0
-    assert rig.prepare(1, prompt, salt="b") == (0, "none")
-    assert rig.prepare(2, prompt, salt="a") == (29, "other_slot")
+    assert rig.prepare(1, prompt, salt="b") == PrefixMatch(0, CacheSource.NONE)
+    assert rig.prepare(2, prompt, salt="a") == PrefixMatch(29, CacheSource.OTHER_SLOT)
     rig.assert_consistent()
 
 
 def test_cache_prompt_false_recomputes_but_saves_what_the_slot_held(rig: Rig):
     rig.hold(0, list(range(40)))
-    assert rig.prepare(0, list(range(50)), cache=False) == (0, "none")
+    assert rig.prepare(0, list(range(50)), cache=False) == PrefixMatch(0, CacheSource.NONE)
     assert rig.host.covers("", TokenSequence(range(40)))
     rig.assert_consistent()
 
@@ -348,7 +349,7 @@ def test_a_prefix_only_on_disk_is_prefetched_then_restored_and_kept_in_memory(tm
     rig.reuse.prefetch(t)
     assert t.waiting_for is not None and t.prefetched is not None
     assert woken.wait(timeout=600)  # the engine loop is woken when the read is done
-    assert rig.reuse.prepare(t, rig.slot(1)) == (48, "disk")
+    assert rig.reuse.prepare(t, rig.slot(1)) == PrefixMatch(48, CacheSource.DISK)
     assert t.prefetched is None
     assert rig.host.covers("", TokenSequence(prompt[:48]))  # hot again
     rig.assert_consistent()
@@ -367,7 +368,7 @@ def test_a_longer_prefix_on_disk_wins_over_a_shorter_one_in_host_memory(tmp_path
     rig.hold(0, prompt[:20])
     rig.reuse.save(rig.slot(0), 0)  # host memory holds 20 only
     rig.slot(0).erase(rig.model)
-    assert rig.prepare(1, prompt) == (48, "disk")
+    assert rig.prepare(1, prompt) == PrefixMatch(48, CacheSource.DISK)
     rig.assert_consistent()
     disk.flush()
 
@@ -390,7 +391,7 @@ def test_shared_disk_a_finished_turn_is_published_and_another_replica_restores_i
     b.reuse.prefetch(t)
     assert t.waiting_for is not None
     t.waiting_for.result()
-    assert b.reuse.prepare(t, b.slot(0)) == (50, "disk")
+    assert b.reuse.prepare(t, b.slot(0)) == PrefixMatch(50, CacheSource.DISK)
     b.assert_consistent()
     disk_b.flush()
 
@@ -413,7 +414,7 @@ def test_parking_prefills_pending_tails_only_before_a_long_prefill(rig: Rig, lon
     a.tail, a.session = [7, 8], "conversation-a"
     b = rig.hold(1, list(range(2000, 2010)))  # too short to save: parked without a copy
     prompt = list(range(3000, 3000 + (300 if long else 20)))
-    assert rig.prepare(2, prompt, park=True) == (0, "none")
+    assert rig.prepare(2, prompt, park=True) == PrefixMatch(0, CacheSource.NONE)
     expected_a = [*range(1000, 1040), 7, 8] if long else list(range(1000, 1040))
     assert rig.tails == ([(0, [7, 8])] if long else [])
     if long:  # saved with its tail, then its cells freed
@@ -432,7 +433,7 @@ def test_a_long_prefill_parks_but_keeps_the_donor_and_never_evicts_a_host_entry(
     other = rig.hold(1, list(range(600, 640)))  # no room left to save it: it stays
     donor = rig.hold(2, list(range(30)))
     prompt = [*range(30), *range(5000, 5300)]  # 300 tokens to compute: idle slots go now
-    assert rig.prepare(3, prompt, park=True) == (30, "other_slot")
+    assert rig.prepare(3, prompt, park=True) == PrefixMatch(30, CacheSource.OTHER_SLOT)
     assert set(rig.host.entries) == entries
     assert not saved.cache  # host memory holds it: its cells are freed
     assert list(other.cache.tokens) == list(range(600, 640))
@@ -457,8 +458,9 @@ def test_a_forgotten_document_is_never_served_again_from_any_tier(rig: Rig):
     busy.release()
     rig.reuse.save(busy, 0)  # a slot holding a forgotten document is never saved
     assert not rig.host.entries
-    assert rig.prepare(0, prompt)[0] <= 10  # not the busy slot's 40
-    assert rig.prepare(1, prompt) == (10, "other_slot")  # erased before its next use
+    assert rig.prepare(0, prompt).cached <= 10  # not the busy slot's 40
+    # erased before its next use
+    assert rig.prepare(1, prompt) == PrefixMatch(10, CacheSource.OTHER_SLOT)
     assert busy.documents == frozenset()
     assert clean.cache.tokens == tuple(prompt[:10])
     rig.assert_consistent()
@@ -501,6 +503,6 @@ def test_a_real_state_saved_to_host_memory_restores_into_another_slot(real_model
     reuse.save(first, 0)
     first.erase(model)
     prompt = [*tokens, *model.tokenize(" And then", add_special=False)]
-    n, source = reuse.prepare(task(prompt), scheduler.slots[1])
-    assert (n, source) == (len(tokens), "host")
+    found = reuse.prepare(task(prompt), scheduler.slots[1])
+    assert found == PrefixMatch(len(tokens), CacheSource.HOST)
     assert model.seq_pos_max(1) == len(tokens) - 1 and model.seq_pos_max(0) == -1

@@ -25,6 +25,7 @@ from app.engine.events import Event, Failed, Finished, TextDelta
 from app.engine.model import Model
 from app.engine.prefix_reuse import PrefixReuse
 from app.engine.request import GenerationRequest
+from app.engine.reuse_kinds import PrefixMatch
 from app.engine.sampler import Sampler, SamplingParams
 from app.engine.scheduler import Scheduler
 from app.engine.slot import Slot
@@ -187,7 +188,7 @@ class Rig:
         t = Task(GenerationRequest(TokenSequence(prompt), **request), events.append, True)
         self.events[t.id] = events
         s = self.scheduler.slots[slot]
-        t.start(s.id, len(s.cache), ArgmaxSampler(self.model), "none")
+        t.start(s.id, PrefixMatch(len(s.cache)), ArgmaxSampler(self.model))
         self.scheduler.bind(t, s)
         t.on_close = lambda: self.scheduler.release(t)
         return t
@@ -465,7 +466,7 @@ def test_steps_of_the_real_model_leave_the_kv_holding_exactly_the_slots_cache(
     )
     slot = scheduler.slots[0]
     sampler = Sampler(SamplingParams(temperature=0.0), model.n_vocab, model.n_ctx, model.vocab)
-    t.start(slot.id, 0, sampler, "none")
+    t.start(slot.id, PrefixMatch(), sampler)
     scheduler.bind(t, slot)
     t.on_close = lambda: scheduler.release(t)
     while not t.done:
