@@ -3,12 +3,12 @@ or from a stored session (its messages and regenerate), into the engine request 
 reply carries (citations of `rag` sources, end hooks, the undo of a refused session turn).
 
 A chat that sends its whole history reuses earlier replies' generated ids from the turn cache
-(app/chat/turn_cache.py). A session turn's prompt is built from the stored history with the
-replies' own ids (app/chat/conversation.py), so it extends the previous turn token for token
-and the whole history is reused from the KV; the session goes back to the slot that holds it.
+(app/chat/sessions/turn_cache.py). A session turn's prompt is built from the stored history with the
+replies' own ids (app/chat/sessions/conversation.py), so it extends the previous turn token for
+token and the whole history is reused from the KV; the session goes back to the slot that holds it.
 Nothing of a session is lost: the user message is stored before generation, the reply when it
-ends (app/chat/stored_replies.py). The engine request's sampling, grammar and salt come from
-the request body, through the `Build` the API layer passes in.
+ends (app/chat/sessions/stored_replies.py). The engine request's sampling, grammar and salt come
+from the request body, through the `Build` the API layer passes in.
 """
 
 from __future__ import annotations
@@ -20,15 +20,15 @@ from typing import Any, Protocol, cast
 
 from app.chat.images import image_prompt
 from app.chat.messages import ChatMessage
-from app.chat.prompter import PromptEnd, Prompter
-from app.chat.reasoning import ReasoningAsk, Thinking
-from app.chat.session_history import history, history_prompt, store_images, visible_uploads
-from app.chat.session_lookup import session_not_found
-from app.chat.stored_replies import reply_store
+from app.chat.sessions.session_history import history, history_prompt, store_images, visible_uploads
+from app.chat.sessions.session_lookup import session_not_found
+from app.chat.sessions.stored_replies import reply_store
+from app.chat.sessions.turn_cache import TurnCache
+from app.chat.templates.prompter import PromptEnd, Prompter
+from app.chat.templates.reasoning import ReasoningAsk, Thinking
 from app.chat.tool_messages import TemplateTools, prompt_messages
 from app.chat.tools import ToolSpec
 from app.chat.turn import TurnResult
-from app.chat.turn_cache import TurnCache
 from app.chat.turn_sources import ChatSources, RagAsk, SourceFinder
 from app.config import Settings
 from app.db.records import MessageRecord, SessionRecord
@@ -58,7 +58,7 @@ class Turn:
 
 
 class SessionAsk(Protocol):
-    """A message to a session (app/api/session_schemas.py: SessionMessageRequest)."""
+    """A message to a session (app/api/kvchat/session_schemas.py: SessionMessageRequest)."""
 
     rag: RagAsk | None
 
@@ -84,7 +84,7 @@ class ChatTurns:
         self.store = store  # sessions and their messages
         self.turns = turns  # exact tokens of recent chat replies
         self.media = media  # uploaded and stored images
-        self.sources = sources  # `rag` sources (app/docs/doc_questions.py)
+        self.sources = sources  # `rag` sources (app/docs/questions/doc_questions.py)
         # Sessions with a turn in flight: a second turn at once would store messages out of order.
         self.busy: set[str] = set()
 
@@ -197,7 +197,8 @@ class ChatTurns:
         def tokenize() -> tuple[str, list[int]]:
             # Rendering and tokenizing a long history is CPU work: never on the event loop.
             text = prompter.render_end(template, tools, end)
-            # Earlier replies keep the ids the model generated (see app/chat/turn_cache.py).
+            # Earlier replies keep the ids the model generated (see
+            # app/chat/sessions/turn_cache.py).
             return text, turns.tokens_of(salt, text, prompter.extend)
 
         text, tokens = await asyncio.to_thread(tokenize)

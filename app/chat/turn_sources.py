@@ -1,4 +1,5 @@
-"""What a chat turn that asks for `rag` gets from the documents service (app/docs/doc_questions.py).
+"""What a chat turn that asks for `rag` gets from the documents service
+(app/docs/questions/doc_questions.py).
 
 Declared here, on the chat side, so the chat turn depends on this shape and not on the
 documents package (which builds on app/chat, not the other way round).
