@@ -80,7 +80,7 @@ class Settings(DerivedSettings, BaseSettings):
     """serve GET /metrics (on by default, unlike llama-server)"""
     slots: bool = setting(True, "--slots", group=SERVER)
     """serve GET /slots and the slot actions"""
-    # Replicas on one database (app/api/idempotent_writes.py): a write sent with an
+    # Replicas on one database (app/api/middleware/idempotent_writes.py): a write sent with an
     # Idempotency-Key is kept this long, so a retry of it replays its response.
     idempotency_retention: float = setting(86400.0, "--idempotency-retention", group=SERVER, gt=0.0)
     """seconds an `Idempotency-Key` and the response it got are kept for retries"""
@@ -297,15 +297,16 @@ class Settings(DerivedSettings, BaseSettings):
     doc_ann_min: int = setting(200_000, "--doc-ann-min", group=DOCUMENTS, ge=1)
     """chunks from which a collection is searched approximately (HNSW, rebuilt after deletes)
     instead of by an exact scan"""
-    # Idle-time work (app/docs/doc_prefill.py): the first question on a document reuses it.
+    # Idle-time work (app/docs/background/doc_prefill.py): the first question on a document reuses
+    # it.
     doc_prefill_tokens: int = setting(1024, "--doc-prefill-tokens", group=DOCUMENTS, ge=0)
     """tokens of each new document (head + leading chunks) computed into the prefix cache while
     no request runs (0: off)"""
     kv_reuse: Literal["prefix", "blend"] = setting("prefix", "--kv-reuse", group=DOCUMENTS)
     """document requests' default KV reuse: prefix only, or chunk KV at any position (blend;
     docs/blend.md); a collection's or a request's `kv_reuse` overrides it"""
-    # Replicas on one database (app/db/ingest_claims.py): a live worker renews its claim every
-    # third of this; a dead one's documents wait this long before another replica takes them.
+    # Replicas on one database (app/db/replicas/ingest_claims.py): a live worker renews its claim
+    # every third of this; a dead one's documents wait this long before another replica takes them.
     ingest_lease: float = setting(30.0, "--ingest-lease", group=DOCUMENTS, gt=0.0)
     """seconds a replica's claim on a document it ingests lasts unless renewed; after that
     another replica takes the document over"""

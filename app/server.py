@@ -10,43 +10,39 @@ from contextlib import asynccontextmanager
 from fastapi import FastAPI
 from starlette.types import Scope
 
-from app.api.arrival_tickets import ArrivalTickets
-from app.api.auth import Auth, tenant_salt
-from app.api.body_limit import BodyLimit, largest_body
-from app.api.cors import Cors, CorsPolicy, default_origins
+from app.api.anthropic import anthropic_routes
 from app.api.errors import ERROR_RESPONSES, install_error_handlers
-from app.api.frontend import install_frontend
-from app.api.idempotent_writes import IdempotentWrites
-from app.api.json_bodies import JsonBodies
-from app.api.metrics import EngineGauges, Metrics
-from app.api.replica_header import ReplicaHeader
-from app.api.routes import (
-    anthropic,
-    collections,
-    completion,
-    cors_proxy,
-    documents,
-    embeddings,
-    media,
-    openai,
-    responses,
-    search,
-    session_messages,
-    sessions,
-    system,
-    tokens,
+from app.api.kvchat import (
+    collection_routes,
+    document_routes,
+    media_routes,
+    search_routes,
+    session_message_routes,
+    session_routes,
 )
+from app.api.llama_server import completion_routes, cors_proxy_routes, system_routes, token_routes
+from app.api.metrics import EngineGauges, Metrics
+from app.api.middleware.arrival_tickets import ArrivalTickets
+from app.api.middleware.auth import Auth, tenant_salt
+from app.api.middleware.body_limit import BodyLimit, largest_body
+from app.api.middleware.cors import Cors, CorsPolicy, default_origins
+from app.api.middleware.idempotent_writes import IdempotentWrites
+from app.api.middleware.json_bodies import JsonBodies
+from app.api.middleware.replica_header import ReplicaHeader
+from app.api.openai import embedding_routes, openai_routes
+from app.api.responses import responses_routes
 from app.api.services import Services
+from app.api.web_ui.frontend import install_frontend
 from app.chat.chat_turn import ChatTurns
-from app.chat.prompter import Prompter
-from app.chat.response_sessions import ResponseSessions
-from app.chat.stored_turns import StoredTurns
-from app.chat.turn_cache import TurnCache
+from app.chat.sessions.response_sessions import ResponseSessions
+from app.chat.sessions.stored_turns import StoredTurns
+from app.chat.sessions.turn_cache import TurnCache
+from app.chat.templates.prompter import Prompter
 from app.config import Settings
 from app.db.key_store import KeyStore
 from app.db.store import Store
-from app.docs.doc_questions import DocQuestions
-from app.docs.documents import Documents
+from app.docs.document_service import Documents
+from app.docs.questions.doc_questions import DocQuestions
 from app.engine.engine import Engine
 from app.media.media_store import MediaStore, media_root
 
@@ -144,21 +140,21 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.add_middleware(ArrivalTickets)
     # Outside the key check: a browser's preflight carries no key (llama-server's order).
     app.add_middleware(Cors, policy=_cors_policy(settings))
-    routers = (
-        openai,
-        completion,
-        cors_proxy,
-        sessions,
-        session_messages,
-        system,
-        tokens,
-        media,
-        collections,
-        documents,
-        search,
-        embeddings,
-        anthropic,
-        responses,
+    routers = (  # in this order: the OpenAPI schema lists paths as they were added
+        openai_routes,
+        completion_routes,
+        cors_proxy_routes,
+        session_routes,
+        session_message_routes,
+        system_routes,
+        token_routes,
+        media_routes,
+        collection_routes,
+        document_routes,
+        search_routes,
+        embedding_routes,
+        anthropic_routes,
+        responses_routes,
     )
     for module in routers:
         app.include_router(module.router, responses=ERROR_RESPONSES)

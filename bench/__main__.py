@@ -8,8 +8,9 @@ import sys
 
 import httpx
 
-from bench import core, images, sessions
-from bench.server_process import ROOT, ServerProcess
+from bench.lib import core
+from bench.lib.server_process import ROOT, ServerProcess
+from bench.workloads import images, sessions
 
 TINY_MMPROJ = ROOT / "build" / "tiny-mmproj.gguf"
 

@@ -35,11 +35,11 @@ from pathlib import Path
 
 import httpx
 
-from bench import peers
-from bench.client import Result, stream_chat
-from bench.core import long_document, nonce
-from bench.server_process import ROOT
-from bench.targets import Target, target
+from bench.lib import peers
+from bench.lib.client import Result, stream_chat
+from bench.lib.core import long_document, nonce
+from bench.lib.server_process import ROOT
+from bench.lib.targets import Target, target
 
 RESULTS = ROOT / "bench" / "results"
 NAME = "chat TTFT while documents are ingested and prefilled"

@@ -1,5 +1,5 @@
 """Blend quality: chunk KV placed at any position (app/engine/chunk_blend.py) against full prefill
-of the identical prompt, for the document-QA bench's questions (bench/doc_qa_workload.py).
+of the identical prompt, for the document-QA bench's questions (bench/workloads/doc_qa_workload.py).
 
     python -m bench.blend_quality [--questions 12] [--k 0,4,8,16,32] [--models smollm2,gemma3]
 
@@ -11,7 +11,7 @@ Per model and k (tokens recomputed at the start of each placed chunk):
   fed to both) where blend's argmax is full prefill's;
 - exact: share of questions whose greedy answer is the same (every step agrees);
 - F1: blend's own greedy answer (up to 32 tokens) against full prefill's, SQuAD's token F1
-  (bench/answer_f1.py), mean over questions.
+  (bench/lib/answer_f1.py), mean over questions.
 The exact share is what blend's gate reads (app/engine/blend_gate.py).
 A check of the measure itself: k larger than any chunk recomputes everything (KL 0, 100%).
 Every chunk's KV is computed once on its own (after the head) and reused for every k. The table
@@ -30,9 +30,9 @@ import numpy as np
 
 from app.cache.chunk_kv import ChunkKv
 from app.cache.host_cache import HostCache
-from app.chat.prompter import Prompter
+from app.chat.templates.prompter import Prompter
 from app.config_derived import packaged_model_path
-from app.docs.doc_prompt import DocPrompter
+from app.docs.questions.doc_prompt import DocPrompter
 from app.engine.blend_gate import BlendGate
 from app.engine.blend_plan import BlendPlan, find_spans
 from app.engine.chunk_blend import ChunkBlend
@@ -41,8 +41,8 @@ from app.engine.model import Model
 from app.engine.request import GenerationRequest
 from app.engine.slot import Slot
 from app.engine.task import Task
-from bench.answer_f1 import f1
-from bench.doc_qa_workload import FULL, corpus, questions
+from bench.lib.answer_f1 import f1
+from bench.workloads.doc_qa_workload import FULL, corpus, questions
 from mm.token_sequence import TokenSequence
 from rag.layout import chunk_text
 

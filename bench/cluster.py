@@ -3,8 +3,8 @@
     python -m bench.cluster [--quick] [--out DIR]
 
 One throwaway PostgreSQL, a fresh database per setup, the same workload for each
-(bench/cluster_workload.py: sessions turn by turn, plus document questions on a few
-collections) against (bench/cluster_setups.py):
+(bench/workloads/cluster_workload.py: sessions turn by turn, plus document questions on a few
+collections) against (bench/workloads/cluster_setups.py):
 1. one server (one replica, addressed directly);
 2. 3 replicas behind nginx with deploy/nginx.conf (consistent hash on session/collection ids);
 3. the same 3 replicas behind round-robin nginx (the hash dropped), for contrast;
@@ -37,8 +37,9 @@ from dataclasses import asdict
 from pathlib import Path
 
 from app.cluster.cluster import Cluster
-from bench.cluster_report import markdown, targets
-from bench.cluster_setups import (
+from bench.lib.cluster_report import markdown, targets
+from bench.lib.server_process import ROOT
+from bench.workloads.cluster_setups import (
     KINDS,
     REPLICA_ARGS,
     base_url,
@@ -51,8 +52,7 @@ from bench.cluster_setups import (
     started,
     tier_stats,
 )
-from bench.cluster_workload import FULL, QUICK, Call, Plan, Workload
-from bench.server_process import ROOT
+from bench.workloads.cluster_workload import FULL, QUICK, Call, Plan, Workload
 
 RESULTS = ROOT / "bench" / "results"
 KILL_AFTER_S = 0.05  # a request to the victim has been on its way this long: it is in flight

@@ -9,8 +9,9 @@
 
 One run holds every comparison of the project, so one table answers "where do we stand", and
 a change that helps one row and hurts another shows both:
-1. prefix reuse (bench/prefix.py): every server up at once (bench/peers.py: same model file, 2
-   threads, 8192 context, 4 slots), taking turns through every scenario in bench/core.py, then
+1. prefix reuse (bench/workloads/prefix.py): every server up at once (bench/lib/peers.py: same
+model file, 2
+   threads, 8192 context, 4 slots), taking turns through every scenario in bench/lib/core.py, then
    aggregate decode at 1 and 8 clients (one server at a time: the others are idle; ours and
    llama-server run each scenario and row 3 times, means of the runs). Cold
    references are the same prompt with a unique nonce at the very start (`core.fresh_prefix`):
@@ -39,9 +40,9 @@ Writes DIR/compare.md (tables), DIR/compare.png (the prefix-reuse chart) and DIR
 (raw numbers); --quick (small prompts, short generations: a smoke test) writes compare-quick.*
 instead. A full run to the default DIR also puts every table into docs/benchmarks.md and the
 headline table into README.md, each between its `compare:start`/`compare:end` markers
-(bench/report.py; --no-docs leaves both files alone). llama-server runs when
+(bench/lib/report.py; --no-docs leaves both files alone). llama-server runs when
 build/llama-server/bin/llama-server exists (`make llama-server`). The flags after --model set
-every server of the run (bench/peers.py `Profile`): the GPU check (bench/gpu/check.py) runs
+every server of the run (bench/lib/peers.py `Profile`): the GPU check (bench/gpu/check.py) runs
 this on a GPU with `-ngl 999 -fa on` for both servers.
 """
 
@@ -63,10 +64,12 @@ from collections.abc import Callable
 from functools import partial
 from pathlib import Path
 
-from bench import background, cluster, decode_churn, doc_qa, ingest, peers, prefix, speculation
-from bench.peers import eog_logit_bias
-from bench.report import BENCHMARKS, README, chart, headline, markdown, write_between_markers
-from bench.server_process import ROOT
+from bench import background, cluster, decode_churn, doc_qa, ingest, speculation
+from bench.lib import peers
+from bench.lib.peers import eog_logit_bias
+from bench.lib.report import BENCHMARKS, README, chart, headline, markdown, write_between_markers
+from bench.lib.server_process import ROOT
+from bench.workloads import prefix
 
 RESULTS = ROOT / "bench" / "results"
 

@@ -35,10 +35,11 @@ from pathlib import Path
 
 import httpx
 
-from bench import core, decode_limit, peers
-from bench.client import stream_chat
-from bench.server_process import ROOT
-from bench.targets import Target, table_lines, target
+from bench import decode_limit
+from bench.lib import core, peers
+from bench.lib.client import stream_chat
+from bench.lib.server_process import ROOT
+from bench.lib.targets import Target, table_lines, target
 
 SLOTS = 2
 NAMES = ("ours", "llama-server")  # llama-cpp-python has no slots to churn

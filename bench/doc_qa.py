@@ -3,7 +3,8 @@
     python -m bench.doc_qa [--quick] [--servers ours,llama-server] [--out DIR]
 
 A corpus of generated documents (one topic each) goes into a collection on our server; then
-questions over Zipf-popular topics are asked (top 4 chunks; both from bench/doc_qa_workload.py):
+questions over Zipf-popular topics are asked (top 4 chunks; both from
+bench/workloads/doc_qa_workload.py):
 - ours: `POST /v1/collections/{id}/ask` (the chunks laid out cached-first, then canonical),
   asked once the server has prefilled the documents into its cache while idle; and again on
   a server started with `--doc-prefill-tokens 0` (the layout alone);
@@ -21,7 +22,7 @@ cache. Also printed: ingestion time, embedding chunks/s and retrieval ms per que
 llama-server runs only when built (`make llama-server`); `--servers ours` runs ours alone.
 `python -m bench.compare` runs the same `run()` after its other rows (`--no-doc-qa` skips it),
 and its Targets table holds this one: ours' mean TTFT at most 0.5x llama-server's in score order
-(the targets and the table: bench/doc_qa_report.py).
+(the targets and the table: bench/lib/doc_qa_report.py).
 """
 
 from __future__ import annotations
@@ -36,15 +37,15 @@ from pathlib import Path
 
 import httpx
 
-from bench import peers
-from bench.client import Result, stream, stream_chat
-from bench.doc_qa_report import BLEND, NEW, NEW_BLEND, NO_PREFILL, SCORE_ORDER, markdown
-from bench.doc_qa_workload import FULL, QUICK, TOP_K, Plan, corpus, questions
-from bench.server_process import ROOT
+from bench.lib import peers
+from bench.lib.client import Result, stream, stream_chat
+from bench.lib.doc_qa_report import BLEND, NEW, NEW_BLEND, NO_PREFILL, SCORE_ORDER, markdown
+from bench.lib.server_process import ROOT
+from bench.workloads.doc_qa_workload import FULL, QUICK, TOP_K, Plan, corpus, questions
 
 RESULTS = ROOT / "bench" / "results"
 MAX_TOKENS = 8
-# The prompt text around the chunks, as our server builds it (app/docs/doc_prompt.py).
+# The prompt text around the chunks, as our server builds it (app/docs/questions/doc_prompt.py).
 SYSTEM = (
     "You answer questions from the numbered sources you are given. Cite the sources you use by "
     "their number, like [1]. If the sources do not hold the answer, say so."

@@ -10,9 +10,9 @@ ingested first, so the embedder's load is timed apart. Variants are alternated w
 round (a drift of a shared machine lands on all of them) and their medians compared with
 `before`: the torch fp32 embedder on one thread, the configuration before issue 31.
 
-Retrieval quality (bench/ingest_quality.py): recall@4 and MRR of every backend against fp32,
-in-process. `--large`: the 20,000-chunk collection (bench/ingest_large.py). `python -m
-bench.compare` runs this without `--large` (`--no-ingest` skips it).
+Retrieval quality (bench/workloads/ingest_quality.py): recall@4 and MRR of every backend against
+fp32, in-process. `--large`: the 20,000-chunk collection (bench/workloads/ingest_large.py). `python
+-m bench.compare` runs this without `--large` (`--no-ingest` skips it).
 """
 
 from __future__ import annotations
@@ -27,10 +27,10 @@ from pathlib import Path
 
 import httpx
 
-from bench import ingest_quality
-from bench.doc_qa_workload import FULL, QUICK, corpus
-from bench.server_process import ROOT, ServerProcess
-from bench.targets import Target, target
+from bench.lib.server_process import ROOT, ServerProcess
+from bench.lib.targets import Target, target
+from bench.workloads import ingest_quality
+from bench.workloads.doc_qa_workload import FULL, QUICK, corpus
 
 RESULTS = ROOT / "bench" / "results"
 REAL_PDFS = (
@@ -215,7 +215,7 @@ def markdown(report: dict, with_targets: bool = True) -> str:
     ]
     lines += [ingest_quality.markdown(report["quality"]), ""]
     if report.get("large"):
-        from bench import ingest_large
+        from bench.workloads import ingest_large
 
         lines += [ingest_large.markdown(report["large"]), ""]
     if not with_targets:  # bench.compare lists them in its Targets table
@@ -253,7 +253,7 @@ def main(argv: list[str] | None = None) -> int:
             before_tree=args.before_tree,
         )
     if args.large:
-        from bench import ingest_large
+        from bench.workloads import ingest_large
 
         report["large"] = ingest_large.run(args.large)
     args.out.mkdir(parents=True, exist_ok=True)
@@ -268,7 +268,7 @@ def main(argv: list[str] | None = None) -> int:
 def _partial(report: dict) -> str:
     out = [ingest_quality.markdown(report["quality"])]
     if report.get("large"):
-        from bench import ingest_large
+        from bench.workloads import ingest_large
 
         out.append(ingest_large.markdown(report["large"]))
     return "\n\n".join(out) + "\n"

@@ -4,7 +4,7 @@
 
 Our server runs twice with the same `--cache-ram` (flash attention on both times, which a
 quantized V cache needs): `-ctk/-ctv f16`, then `q8_0`. Each time, 8 conversations take 3 turns
-on 4 slots (bench/core.py's scenario, without its cold references, which would take slots), so
+on 4 slots (bench/lib/core.py's scenario, without its cold references, which would take slots), so
 half of them find their slot taken and need their prefix from host memory. Printed per KV type:
 the bytes per cached token the host cache counts, how many tokens the budget held at the end,
 the hits per tier, and the share of warm prompt tokens served from cache.
@@ -16,8 +16,8 @@ import argparse
 
 import httpx
 
-from bench import core, peers
-from bench.client import Result
+from bench.lib import core, peers
+from bench.lib.client import Result
 
 
 def no_cold(*_: object, **__: object) -> Result:

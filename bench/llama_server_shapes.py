@@ -2,7 +2,7 @@
 
 CI does not build llama-server (`make llama-server` takes ~15 min here), so the conformance test
 compares our replies with what this module recorded from the binary the Makefile builds, kept in
-tests/app/api/routes/llama_server_completion.json. Re-record after changing LLAMA_VERSION:
+tests/app/api/llama_server/llama_server_completion.json. Re-record after changing LLAMA_VERSION:
 
     make llama-server && python -m bench.llama_server_shapes
 
@@ -18,13 +18,13 @@ from pathlib import Path
 import httpx
 
 from app.config_derived import packaged_model_path
-from bench import peers
-from bench.server_process import ROOT
+from bench.lib import peers
+from bench.lib.server_process import ROOT
 
 PROMPT = "Hello, my name is"
 BODY = {"prompt": PROMPT, "n_predict": 3, "temperature": 0, "n_probs": 2, "return_tokens": True}
 STREAM_FLAGS = {"timings_per_token": True, "return_progress": True, "stream": True}
-RECORDING = ROOT / "tests" / "app" / "api" / "routes" / "llama_server_completion.json"
+RECORDING = ROOT / "tests" / "app" / "api" / "llama_server" / "llama_server_completion.json"
 
 
 def observed(base_url: str) -> dict:

@@ -30,7 +30,7 @@ import gevent  # noqa: E402
 import httpx  # noqa: E402
 from PIL import Image  # noqa: E402
 
-from bench.server_process import ROOT, ServerProcess, make_key  # noqa: E402
+from bench.lib.server_process import ROOT, ServerProcess, make_key  # noqa: E402
 
 RESULTS = ROOT / "bench" / "results" / "load.md"
 SYSTEM = (

@@ -40,11 +40,13 @@ from pathlib import Path
 
 import httpx
 
-from bench import doc_qa, doc_qa_workload, peers
-from bench.client import Result, stream, stream_chat
-from bench.core import long_document
-from bench.server_process import ROOT
-from bench.targets import Target, table_lines, target
+from bench import doc_qa
+from bench.lib import peers
+from bench.lib.client import Result, stream, stream_chat
+from bench.lib.core import long_document
+from bench.lib.server_process import ROOT
+from bench.lib.targets import Target, table_lines, target
+from bench.workloads import doc_qa_workload
 
 RESULTS = ROOT / "bench" / "results"
 REPLY = 128

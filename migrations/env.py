@@ -12,8 +12,8 @@ from alembic import context
 from sqlalchemy import Connection, text
 
 # Each module of ORM models adds its tables to Base.metadata when imported: import every one.
-import app.db.document_models  # noqa: F401
-import app.db.replica_models  # noqa: F401
+import app.db.documents.document_models  # noqa: F401
+import app.db.replicas.replica_models  # noqa: F401
 from app.db.models import Base
 from app.db.sql_engine import WRITE_OPTION, make_engine, normalize_url
 

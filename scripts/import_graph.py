@@ -7,9 +7,10 @@ only type checkers follow is still a circle for a reader.
 
 Layers, top to bottom (a module may import its own layer and those below it):
   entry points (app/__main__.py, app/server.py, app/keys_cli.py, app/cluster, bench/) ->
-  routes (app/api/routes) -> services (app/chat, app/docs, the rest of app/api, app/config.py,
-  app/config_derived.py) -> storage (app/db, app/media) -> engine (app/engine) ->
-  cache (app/cache) -> libraries (mm, rag).
+  routes (the `*_routes.py` modules under app/api) -> services (app/chat, app/docs, the rest of
+  app/api, app/config.py, app/config_derived.py) -> storage (app/db, app/media) ->
+  engine (app/engine) -> cache (app/cache) -> libraries (mm, rag).
+A route module imports no other route module (routes are adapters: what two share is a service).
 `rag` and `mm` never import `app`; nothing under them imports `bench` or `tests`.
 
 Standard library only: it runs before anything is installed.
@@ -26,6 +27,10 @@ PACKAGES = ("app", "mm", "rag", "bench")
 # First-party roots an import may name without being scanned (importing them is upward).
 OTHER_ROOTS = ("tests",)
 
+# A module under app/api whose name ends so is a route module (app/api/openai/openai_routes.py).
+ROUTE_SUFFIX = "_routes"
+ROUTES = (7, "routes")
+
 # (module prefix, layer, name): the longest matching prefix decides; higher layers are higher.
 LAYERS: tuple[tuple[str, int, str], ...] = (
     ("tests", 9, "tests"),
@@ -35,7 +40,6 @@ LAYERS: tuple[tuple[str, int, str], ...] = (
     ("app.keys_cli", 8, "entry point"),
     ("app.config_reference", 8, "entry point"),
     ("app.cluster", 8, "entry point"),
-    ("app.api.routes", 7, "routes"),
     ("app.api", 6, "services"),
     ("app.chat", 6, "services"),
     ("app.docs", 6, "services"),
@@ -62,6 +66,8 @@ class Report:
 
 
 def layer_of(module: str) -> tuple[int, str]:
+    if module.startswith("app.api.") and module.rpartition(".")[2].endswith(ROUTE_SUFFIX):
+        return ROUTES
     best: tuple[str, int, str] | None = None
     for prefix, rank, name in LAYERS:
         if (module == prefix or module.startswith(prefix + ".")) and (
@@ -176,7 +182,8 @@ def upward(graph: dict[str, set[str]]) -> list[str]:
         for target in sorted(graph[importer]):
             target_rank, target_name = layer_of(target)
             library_to_app = importer.split(".")[0] in ("mm", "rag") and target.startswith("app")
-            if target_rank > rank or library_to_app:
+            route_to_route = (rank, name) == (target_rank, target_name) == ROUTES
+            if target_rank > rank or library_to_app or route_to_route:
                 found.append(f"{importer} ({name}) -> {target} ({target_name})")
     return found
 

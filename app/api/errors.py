@@ -14,11 +14,11 @@ from sqlalchemy.exc import InterfaceError, OperationalError
 from sqlalchemy.exc import TimeoutError as PoolTimeout
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from app.api.anthropic_errors import anthropic_error_response, speaks_anthropic
-from app.api.frontend import frontend_page
+from app.api.anthropic.anthropic_errors import anthropic_error_response, speaks_anthropic
+from app.api.llama_server.native_errors import native_error_response, speaks_native
 from app.api.metrics import route_of
-from app.api.native_errors import native_error_response, speaks_native
 from app.api.outcome import RequestOutcome
+from app.api.web_ui.frontend import frontend_page
 from app.engine.chat_template import ChatTemplateError
 from app.engine.request import RequestError
 

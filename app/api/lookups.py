@@ -13,14 +13,14 @@ from typing import Annotated
 
 from fastapi import Depends, Request
 
-from app.api.auth import tenant_of
+from app.api.middleware.auth import tenant_of
 from app.api.services import ServicesDep
-from app.chat.session_lookup import load_session
-from app.db.document_records import ChunkRecord, CollectionRecord, DocumentRecord
+from app.chat.sessions.session_lookup import load_session
+from app.db.documents.document_records import ChunkRecord, CollectionRecord, DocumentRecord
 from app.db.records import SessionRecord
 from app.docs import doc_lookup
-from app.docs.doc_questions import DocQuestions
-from app.docs.documents import Documents
+from app.docs.document_service import Documents
+from app.docs.questions.doc_questions import DocQuestions
 from app.engine.request import RequestError
 
 

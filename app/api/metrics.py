@@ -23,7 +23,7 @@ from prometheus_client import (
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.registry import Collector
 
-from app.api.llamacpp_metrics import LlamaCppMetrics, LlamaCppState
+from app.api.llama_server.llamacpp_metrics import LlamaCppMetrics, LlamaCppState
 from app.api.outcome import RequestOutcome
 from app.engine.reuse_kinds import TIERS
 

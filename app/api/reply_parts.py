@@ -1,5 +1,6 @@
 """A chat reply's text as the OpenAI chunks llama-server streams: the thought as
-`reasoning_content` deltas, the answer as `content` deltas (app/chat/reasoning.py splits them).
+`reasoning_content` deltas, the answer as `content` deltas (app/chat/templates/reasoning.py splits
+them).
 
 Logprobs ride on the next chunk sent, so none are lost while text is held back (a possible
 `</think>` not yet complete).
@@ -9,8 +10,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from app.api.responses import ChatShape
-from app.chat.reasoning import ReplySplit, Thinking, split_reasoning
+from app.api.openai.openai_shapes import ChatShape
+from app.chat.templates.reasoning import ReplySplit, Thinking, split_reasoning
 from app.engine.events import TokenLogprob
 
 

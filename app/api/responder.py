@@ -21,11 +21,11 @@ from fastapi.responses import JSONResponse, StreamingResponse
 from app.api.end_hooks import EndHook, Ending
 from app.api.errors import error_body, error_response
 from app.api.event_writer import EventWriter, KeepsDeltas
+from app.api.openai.openai_shapes import Envelope, Shape, usage
 from app.api.reply_parts import ReplyParts, with_reasoning
-from app.api.responses import Envelope, Shape, usage
 from app.api.schemas import GenerationFields
 from app.api.services import Services
-from app.chat.reasoning import Thinking
+from app.chat.templates.reasoning import Thinking
 from app.chat.turn import TurnRecorder
 from app.engine.events import Failed, Finished, TextDelta
 from app.engine.request import GenerationRequest
@@ -48,7 +48,7 @@ class Reply:
     reshape: Callable[[dict[str, Any]], dict[str, Any]] | None = None
     # Writes the reply instead of `shape` (tool calls, other APIs' shapes); see event_writer.py.
     writer: EventWriter | None = None
-    # A chat reply's reasoning split (app/chat/reasoning.py); None: the text as it comes.
+    # A chat reply's reasoning split (app/chat/templates/reasoning.py); None: the text as it comes.
     thinking: Thinking | None = None
 
 
@@ -95,7 +95,7 @@ async def respond(
 ) -> JSONResponse | StreamingResponse:
     rec = TurnRecorder()
     # Raises RequestError before anything is sent. Unstreamed: the text comes with the end.
-    # Its arrival ticket (app/api/arrival_tickets.py) is settled as the task is queued.
+    # Its arrival ticket (app/api/middleware/arrival_tickets.py) is settled as the task is queued.
     arrival = getattr(http.state, "arrival", None)
     stream = services.engine.open(request, streaming=body.stream, arrival=arrival)
     envelope = Envelope(reply.shape, services.model_name, reply.extra)

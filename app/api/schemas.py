@@ -3,7 +3,7 @@ streaming fields, plus llama-server's extensions: cache_prompt, id_slot, grammar
 small models several requests carry (`rag`, `response_format`, NUL-free text).
 
 Unknown fields are ignored, as the OpenAI API and llama-server do, so any OpenAI client works.
-Each route's own request adds its fields on these (app/api/openai_schemas.py and the other
+Each route's own request adds its fields on these (app/api/openai/openai_schemas.py and the other
 *_schemas.py modules).
 """
 
@@ -13,7 +13,7 @@ from typing import Annotated, Any, ClassVar, Literal
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from app.chat.reasoning import ReasoningAsk
+from app.chat.templates.reasoning import ReasoningAsk
 from app.chat.tools import ToolSpec
 from app.engine.request import GenerationRequest
 from app.engine.sampler import SamplingParams

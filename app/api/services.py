@@ -11,14 +11,14 @@ from fastapi import Depends, Request
 
 from app.api.metrics import Metrics
 from app.chat.chat_turn import ChatTurns
-from app.chat.prompter import Prompter
-from app.chat.response_sessions import ResponseSessions
-from app.chat.stored_turns import StoredTurns
+from app.chat.sessions.response_sessions import ResponseSessions
+from app.chat.sessions.stored_turns import StoredTurns
+from app.chat.templates.prompter import Prompter
 from app.config import Settings
 from app.db.key_store import KeyStore
 from app.db.store import Store
-from app.docs.doc_questions import DocQuestions
-from app.docs.documents import Documents
+from app.docs.document_service import Documents
+from app.docs.questions.doc_questions import DocQuestions
 from app.engine.engine import Engine
 from app.media.media_store import MediaStore
 
@@ -37,7 +37,7 @@ class Services:
     media: MediaStore | None  # uploaded images (POST /v1/media); None: 503
     documents: Documents | None  # collections, ingestion, retrieval; None: 503
     questions: DocQuestions | None  # search, /ask, `rag` sources (with `documents`)
-    keys: KeyStore  # API keys (app/api/auth.py)
+    keys: KeyStore  # API keys (app/api/middleware/auth.py)
     # Responses whose end hooks have not run yet (app/api/end_hooks.py); shutdown waits for them.
     inflight: set[object] = field(default_factory=set)
 

@@ -1,7 +1,8 @@
 """Chat turns and document answers as HTTP replies: the engine request from a request body
 (sampling, grammar, salt), then the reply, with its citations, through the responder.
 
-The turn itself is built by app/chat/chat_turn.py; the question by app/docs/doc_questions.py.
+The turn itself is built by app/chat/chat_turn.py; the question by
+app/docs/questions/doc_questions.py.
 """
 
 from __future__ import annotations
@@ -12,20 +13,20 @@ from typing import Any
 from fastapi import Request
 from fastapi.responses import JSONResponse, StreamingResponse
 
-from app.api.auth import cache_salt, tenant_of
-from app.api.doc_schemas import AskRequest
-from app.api.idempotent_writes import Ticket, ticket_of
+from app.api.kvchat.doc_schemas import AskRequest
+from app.api.kvchat.session_schemas import SessionMessageRequest
+from app.api.middleware.auth import cache_salt, tenant_of
+from app.api.middleware.idempotent_writes import Ticket, ticket_of
+from app.api.openai.openai_shapes import ChatShape, Envelope
+from app.api.openai.tool_reply import ToolCallWriter
 from app.api.responder import Reply, respond
-from app.api.responses import ChatShape, Envelope
 from app.api.schemas import GenerationFields
 from app.api.services import Services
-from app.api.session_schemas import SessionMessageRequest
 from app.api.structured_output import finish_request, refuse_unsupported
-from app.api.tool_reply import ToolCallWriter
 from app.chat.chat_turn import Build, Turn
 from app.chat.turn_sources import Citation, citations_json
 from app.db.records import SessionRecord
-from app.docs.retrieval import DocQuestion
+from app.docs.questions.retrieval import DocQuestion
 from app.engine.request import GenerationRequest, RequestError
 from mm.token_sequence import TokenSequence
 

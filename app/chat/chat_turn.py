@@ -2,16 +2,16 @@
 carries (citations of `rag` sources, end hooks, the undo of a refused session turn). A turn from
 messages (/v1/chat/completions, Anthropic's /v1/messages, a Responses turn that is not stored)
 is built here; a turn of a stored session (a session message, regenerate, a stored Responses
-turn) by app/chat/stored_turns.py's one pipeline, from the steps here. Every turn's request
+turn) by app/chat/sessions/stored_turns.py's one pipeline, from the steps here. Every turn's request
 ends with the same steps (`finish`).
 
 A chat that sends its whole history reuses earlier replies' generated ids from the turn cache
-(app/chat/turn_cache.py). A session turn's prompt is built from the stored history with the
-replies' own ids (app/chat/conversation.py), so it extends the previous turn token for token
-and the whole history is reused from the KV; the session goes back to the slot that holds it.
+(app/chat/sessions/turn_cache.py). A session turn's prompt is built from the stored history with the
+replies' own ids (app/chat/sessions/conversation.py), so it extends the previous turn token for
+token and the whole history is reused from the KV; the session goes back to the slot that holds it.
 Nothing of a session is lost: the user message is stored before generation, the reply when it
-ends (app/chat/stored_replies.py). The engine request's sampling, grammar and salt come from
-the request body, through the `Build` the API layer passes in.
+ends (app/chat/sessions/stored_replies.py). The engine request's sampling, grammar and salt come
+from the request body, through the `Build` the API layer passes in.
 """
 
 from __future__ import annotations
@@ -23,14 +23,14 @@ from typing import Any
 
 from app.chat.images import image_prompt
 from app.chat.messages import ChatMessage
-from app.chat.prompter import PromptEnd, Prompter
-from app.chat.reasoning import ReasoningAsk, Thinking
-from app.chat.session_history import History, history_prompt, store_images, visible_uploads
-from app.chat.stored_replies import calls_reply_store, reply_store
+from app.chat.sessions.session_history import History, history_prompt, store_images, visible_uploads
+from app.chat.sessions.stored_replies import calls_reply_store, reply_store
+from app.chat.sessions.turn_cache import TurnCache
+from app.chat.templates.prompter import PromptEnd, Prompter
+from app.chat.templates.reasoning import ReasoningAsk, Thinking
 from app.chat.tool_messages import TemplateTools, prompt_messages
 from app.chat.tools import ReplyParser, ToolSpec
 from app.chat.turn import TurnResult
-from app.chat.turn_cache import TurnCache
 from app.chat.turn_sources import ChatSources, Citation, RagAsk, SourceFinder
 from app.config import Settings
 from app.db.store import Store
@@ -75,7 +75,7 @@ class ChatTurns:
         self.store = store  # sessions and their messages
         self.turns = turns  # exact tokens of recent chat replies
         self.media = media  # uploaded and stored images
-        self.sources = sources  # `rag` sources (app/docs/doc_questions.py)
+        self.sources = sources  # `rag` sources (app/docs/questions/doc_questions.py)
 
     # --- OpenAI messages ------------------------------------------------------------------------
 
@@ -200,7 +200,8 @@ class ChatTurns:
         def tokenize() -> tuple[str, list[int]]:
             # Rendering and tokenizing a long history is CPU work: never on the event loop.
             text = prompter.render_end(template, tools, end)
-            # Earlier replies keep the ids the model generated (see app/chat/turn_cache.py).
+            # Earlier replies keep the ids the model generated (see
+            # app/chat/sessions/turn_cache.py).
             return text, turns.tokens_of(salt, text, prompter.extend)
 
         text, tokens = await asyncio.to_thread(tokenize)
@@ -223,7 +224,7 @@ class ChatTurns:
             raise RequestError("documents are not available", code="unavailable", status=503)
         return await self.sources.sources(tenant, rag, query, history)
 
-    # --- the steps of a stored session's turn (app/chat/stored_turns.py) ----------------------
+    # --- the steps of a stored session's turn (app/chat/sessions/stored_turns.py) ---
 
     async def stored_images(
         self, parts: list[dict[str, Any]], tenant: str, param: str

@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from app.chat.messages import ChatMessage, ImagePart
-from app.chat.prompter import Prompter
+from app.chat.templates.prompter import Prompter
 from app.engine.request import RequestError
 from app.engine.vision import Vision
 from app.media.media_store import MediaStore, image_limits

@@ -1,4 +1,5 @@
-"""What a chat turn that asks for `rag` gets from the documents service (app/docs/doc_questions.py).
+"""What a chat turn that asks for `rag` gets from the documents service
+(app/docs/questions/doc_questions.py).
 
 Declared here, on the chat side, so the chat turn depends on this shape and not on the
 documents package (which builds on app/chat, not the other way round).
@@ -26,8 +27,8 @@ class RagAsk(Protocol):
 
 @dataclass(frozen=True, slots=True)
 class Citation:
-    """A chunk as a reply cites it (built by app/docs/chat_sources.py; JSON only at the API
-    edge, `as_json`)."""
+    """A chunk as a reply cites it (built by app/docs/questions/chat_sources.py; JSON only at the
+    API edge, `as_json`)."""
 
     index: int  # the number its header carries in the prompt
     chunk: int  # the chunk's row id

@@ -14,7 +14,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from app.api.body_limit import largest_body
+from app.api.middleware.body_limit import largest_body
 
 TEMPLATE = Path(__file__).resolve().parents[2] / "deploy" / "nginx.conf"
 # Debian keeps nginx in /usr/sbin, which is not on every user's PATH.
@@ -84,7 +84,8 @@ class Nginx:
         return self.proc
 
     def config(self) -> str:
-        """The configuration `start` writes (a variant overrides it: bench/cluster_setups.py)."""
+        """The configuration `start` writes (a variant overrides it:
+        bench/workloads/cluster_setups.py)."""
         return render(self.listen, self.replicas, self.body_limit, self.prefix)
 
     def error_log(self) -> str:

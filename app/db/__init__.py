@@ -1,4 +1,5 @@
-"""Persistence: chat sessions, their messages and stored media, in SQLite or PostgreSQL.
+"""Persistence: chat sessions, their messages and stored media, in SQLite or PostgreSQL; the
+documents' tables in documents/, what replicas share in replicas/.
 
 `Store(url)` is the whole interface (app/db/store.py); it returns plain records
 (app/db/records.py). The schema comes from Alembic migrations (migrations/), applied by

@@ -1,7 +1,7 @@
 """SQLAlchemy 2.0 ORM models: the declarative `Base` with its column types, and the tables of
 conversations (sessions), their messages, stored media and API keys.
 
-The documents' tables (app/db/document_models.py) are declared on the same `Base`, so one
+The documents' tables (app/db/documents/document_models.py) are declared on the same `Base`, so one
 metadata holds every table. The schema itself is created by Alembic (migrations/versions/);
 these classes must describe the same tables, which tests/app/db/test_migrations.py checks with
 alembic's compare_metadata.

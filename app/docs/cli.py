@@ -1,12 +1,13 @@
 """`python -m app docs ingest PATH... --collection NAME`: the server's ingestion pipeline, run
 from a shell with a progress bar, into the same database and index files the server uses.
 `python -m app docs reembed --collection NAME|ID [--embedding-backend B]`: a collection's
-vectors made again with this backend (app/docs/reembed.py), e.g. after an upgrade changed the
+vectors made again with this backend (app/docs/intake/reembed.py), e.g. after an upgrade changed the
 default backend.
 
 Documents already in the collection (same content) are skipped. Each is claimed as a server's
-worker claims it (app/db/ingest_claims.py), so a server on the same database does not ingest it
-too; a running server's index syncs with the database before its next search of the collection.
+worker claims it (app/db/replicas/ingest_claims.py), so a server on the same database does not
+ingest it too; a running server's index syncs with the database before its next search of the
+collection.
 """
 
 from __future__ import annotations
@@ -23,14 +24,14 @@ from tqdm import tqdm
 
 from app.cache.state_file import cached_fingerprint
 from app.config import Settings
-from app.db.chunk_store import ChunkStore
-from app.db.document_store import DocumentStore
+from app.db.documents.chunk_store import ChunkStore
+from app.db.documents.document_store import DocumentStore
 from app.db.store import Store
-from app.docs.doc_prompt import token_counter
-from app.docs.ingest_lease import LeaseKeeper
-from app.docs.ingestor import ingest_document
+from app.docs.background.ingest_lease import LeaseKeeper
+from app.docs.background.ingestor import ingest_document
+from app.docs.intake.reembed import ReembedConflict, reembed_collection
 from app.docs.library import DocLibrary
-from app.docs.reembed import ReembedConflict, reembed_collection
+from app.docs.questions.doc_prompt import token_counter
 from app.engine.config import EngineConfig
 from app.engine.model import Model
 from rag.chunker import DEFAULT_CHUNK_TOKENS, DEFAULT_OVERLAP_TOKENS

@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import asyncio
 
-from app.db.document_records import ChunkRecord, CollectionRecord, DocumentRecord
-from app.docs.documents import Documents
+from app.db.documents.document_records import ChunkRecord, CollectionRecord, DocumentRecord
+from app.docs.document_service import Documents
 from app.engine.request import RequestError
 
 

@@ -6,10 +6,10 @@ indexes are built lazily per collection: loaded from their file when it matches 
 else rebuilt from the vectors stored there (the truth) and saved again.
 
 An index is a cache of the database, which other replicas (and `python -m app docs ingest`)
-change too: each is synced at its collection's version (app/db/collection_version.py), checked
-before every use. A newer version brings the index up to date (chunks added, chunks of deleted
-documents removed), so a document made ready anywhere is found here and a deleted one never is.
-A file that lags the database (saved before the last changes, which are written at most every
+change too: each is synced at its collection's version (app/db/documents/collection_version.py),
+checked before every use. A newer version brings the index up to date (chunks added, chunks of
+deleted documents removed), so a document made ready anywhere is found here and a deleted one never
+is. A file that lags the database (saved before the last changes, which are written at most every
 SAVE_EVERY_S and at shutdown) is brought up to date the same way at start-up: a restart
 neither re-embeds nor rebuilds.
 
@@ -27,8 +27,8 @@ from pathlib import Path
 
 import numpy as np
 
-from app.db.chunk_store import ChunkStore
-from app.db.chunk_writes import BackendMismatch
+from app.db.documents.chunk_store import ChunkStore
+from app.db.documents.chunk_writes import BackendMismatch
 from app.engine.request import RequestError
 from rag.bm25 import Bm25Index
 from rag.embedder import DEFAULT_BACKEND, load_embedder

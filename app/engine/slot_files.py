@@ -1,8 +1,8 @@
 """`SlotFiles`: a slot's KV, token list and salt saved to a file, restored into a slot, erased.
 
 The engine's side of llama-server's slot actions (`POST /slots/{id}?action=save|restore|erase`,
-app/api/slot_actions.py): `Engine.save_slot`, `restore_slot` and `erase_slot` call these. A
-file is not tied to the slot it came from: a restore puts it into any slot, so a following
+app/api/llama_server/slot_actions.py): `Engine.save_slot`, `restore_slot` and `erase_slot` call
+these. A file is not tied to the slot it came from: a restore puts it into any slot, so a following
 request with that prefix is served from the KV.
 
 - a slot busy with a request: 409 `slot_busy` (llama-server queues the action until the slot is

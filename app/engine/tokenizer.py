@@ -1,7 +1,7 @@
 """`Tokenizer`: what services need of the model's vocabulary, and nothing that computes.
 
 `Engine.tokenizer` hands the loaded model out under this type, so that prompt building
-(app/chat/prompter.py) and document token counts (app/docs/) cannot reach the KV or the
+(app/chat/templates/prompter.py) and document token counts (app/docs/) cannot reach the KV or the
 llama context. Any thread may call it: the vocabulary never changes (see app/engine/model.py).
 """
 

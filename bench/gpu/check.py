@@ -27,7 +27,7 @@ import sys
 from pathlib import Path
 
 from bench import compare
-from bench.report import headline
+from bench.lib.report import headline
 
 # What the GPU check leaves to the CPU bench: no nginx or PostgreSQL there, and ingestion and
 # background pacing are about the CPU the embedder shares with the engine.

@@ -30,7 +30,7 @@ import tarfile
 from importlib.metadata import version
 from pathlib import Path
 
-from bench.server_process import ROOT
+from bench.lib.server_process import ROOT
 
 LLAMA_VERSION = "0.3.36"
 LIMIT_BYTES = 56 * 2**20  # the call's 64 MiB less room for the work tree

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import httpx
 
-from bench.server_process import ServerProcess
+from bench.lib.server_process import ServerProcess
 
 
 def test_several_host_addresses_are_all_served():

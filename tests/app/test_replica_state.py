@@ -24,10 +24,10 @@ import httpx
 import pytest
 from PIL import Image
 
-from app.db.chunk_store import ChunkStore
+from app.db.documents.chunk_store import ChunkStore
 from app.db.store import Store
-from app.docs.ingest_lease import worker_id
-from bench.server_process import ROOT, ServerProcess, make_key
+from app.docs.background.ingest_lease import worker_id
+from bench.lib.server_process import ROOT, ServerProcess, make_key
 from tests.db_urls import fresh_database_url
 
 ADMIN = "replica-admin-key-0123456789"

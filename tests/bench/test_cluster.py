@@ -4,7 +4,7 @@ and the kill -9 rounds' failures in flight and beyond, and the moved sessions.""
 from __future__ import annotations
 
 from bench.cluster import kill_summary, summary
-from bench.cluster_workload import Call
+from bench.workloads.cluster_workload import Call
 
 
 def call(kind: str, key: str, rnd: int, t0: float, t1: float, ok: bool = True, **kw) -> Call:

@@ -7,10 +7,10 @@ import json
 import httpx
 import pytest
 
-from bench import client, core
-from bench.peers import eog_logit_bias
-from bench.prefix import AT_ONCE, WELL_UNDER
-from bench.report import END, START, chart, markdown, targets, write_between_markers
+from bench.lib import client, core
+from bench.lib.peers import eog_logit_bias
+from bench.lib.report import END, START, chart, markdown, targets, write_between_markers
+from bench.workloads.prefix import AT_ONCE, WELL_UNDER
 
 
 def sse(*chunks: dict) -> bytes:

@@ -7,8 +7,8 @@ import random
 from pathlib import Path
 
 from bench import doc_qa
-from bench.core import TOPICS
-from bench.doc_qa_workload import FULL, QUICK, questions
+from bench.lib.core import TOPICS
+from bench.workloads.doc_qa_workload import FULL, QUICK, questions
 
 
 def test_questions_follow_zipf_popularity_and_prompts_number_by_rank():

@@ -1,5 +1,5 @@
 """bench.ingest's report (targets against `before`, its table) on a made-up result; the servers
-and embedders it drives are exercised by tests/app/api/routes/test_document_formats.py."""
+and embedders it drives are exercised by tests/app/api/kvchat/test_document_formats.py."""
 
 from __future__ import annotations
 

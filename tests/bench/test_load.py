@@ -6,7 +6,7 @@ from __future__ import annotations
 import subprocess
 import sys
 
-from bench.server_process import ROOT
+from bench.lib.server_process import ROOT
 
 
 def test_a_short_load_run_has_no_server_errors_and_loses_no_turn():

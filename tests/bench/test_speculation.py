@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from bench import speculation
-from bench.client import Result
+from bench.lib.client import Result
 
 ROWS = {
     "quoting": {"ours": 230.0, "ours-no-spec": 150.0, "llama-server-spec": 200.0},

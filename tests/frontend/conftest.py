@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from playwright.sync_api import Page
 
-from bench.server_process import ROOT
+from bench.lib.server_process import ROOT
 
 CHROMIUM = os.environ.get("KVCHAT_CHROMIUM", "/usr/bin/chromium")
 SCREENSHOTS = ROOT / "build" / "screenshots"

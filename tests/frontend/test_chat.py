@@ -10,7 +10,7 @@ import httpx
 import pytest
 from playwright.sync_api import Page, Route, expect
 
-from bench.server_process import ServerProcess
+from bench.lib.server_process import ServerProcess
 from tests.frontend.ui import TIMEOUT_MS, ChatPage
 
 POSITIVE = re.compile(r"^[1-9][0-9]*$")

@@ -11,7 +11,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import pytest
 from playwright.sync_api import Page
 
-from bench.server_process import ServerProcess
+from bench.lib.server_process import ServerProcess
 
 KEY = "cors-test-key"
 

@@ -12,7 +12,7 @@ import httpx
 import pytest
 from playwright.sync_api import Page, expect
 
-from bench.server_process import ServerProcess
+from bench.lib.server_process import ServerProcess
 from tests.frontend.ui import TIMEOUT_MS, ChatPage
 
 pytestmark = pytest.mark.needs_documents_api

@@ -16,7 +16,7 @@ import pytest
 from PIL import Image
 from playwright.sync_api import Page, expect
 
-from bench.server_process import ROOT, ServerProcess
+from bench.lib.server_process import ROOT, ServerProcess
 from tests.frontend.ui import ChatPage
 
 N_IMAGE = 64  # tokens per 64x64 image with the tiny projector

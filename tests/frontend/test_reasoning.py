@@ -9,7 +9,7 @@ from collections.abc import Iterator
 import pytest
 from playwright.sync_api import Page, Route, expect
 
-from bench.server_process import ServerProcess
+from bench.lib.server_process import ServerProcess
 from tests.frontend.ui import ChatPage
 
 GRAMMAR = 'root ::= "<think>\\nI think" [a-z ]{1,12} "\\n</think>\\n\\nAnswer:" [a-z ]{1,12}'

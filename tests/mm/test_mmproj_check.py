@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 from gguf import GGUFWriter
 
-from bench.server_process import ROOT
+from bench.lib.server_process import ROOT
 from mm.mmproj_check import MmprojError, check_mmproj
 
 
@@ -60,7 +60,7 @@ def test_not_a_gguf_file(tmp_path: Path):
 
 
 def test_a_server_given_a_bad_projector_stops_with_the_reason(tmp_path: Path):
-    from bench.server_process import ServerProcess
+    from bench.lib.server_process import ServerProcess
 
     fields = {"clip.projector_type": ("mlp", "string"), "clip.vision.image_size": (64, "int32")}
     bad = write(tmp_path / "bad.gguf", fields, MLP)

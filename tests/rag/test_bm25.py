@@ -1,5 +1,5 @@
 """`Bm25Index` (keyword search by chunk id) with hypothesis over small collections; the hybrid
-search through the API is in tests/app/api/routes/test_documents.py."""
+search through the API is in tests/app/api/kvchat/test_document_routes.py."""
 
 from __future__ import annotations
 

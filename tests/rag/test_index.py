@@ -4,9 +4,9 @@ from pathlib import Path
 
 import numpy as np
 
-from app.db.chunk_store import ChunkStore
-from app.db.document_records import NewChunk
-from app.db.document_store import DocumentStore
+from app.db.documents.chunk_store import ChunkStore
+from app.db.documents.document_records import NewChunk
+from app.db.documents.document_store import DocumentStore
 from app.db.store import Store
 from app.docs.library import DocLibrary
 from rag.index import VectorIndex

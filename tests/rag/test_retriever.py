@@ -1,6 +1,6 @@
 """`rrf` (reciprocal rank fusion) and `retrieve` at unit level: hypothesis over rankings, and
 small fake indexes that record what they were asked. The real path (a collection searched with
-`hybrid` through the API) is in tests/app/api/routes/test_documents.py."""
+`hybrid` through the API) is in tests/app/api/kvchat/test_document_routes.py."""
 
 from __future__ import annotations
 

@@ -55,10 +55,16 @@ def test_circles_and_upward_imports_are_found(tmp_path: Path):
                 "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from .a import A\n"
             ),
             # The engine reaching up into a route, inside a function.
-            "app/engine/c.py": "def f():\n    from app.api.routes import chat\n",
+            "app/engine/c.py": "def f():\n    from app.api.openai import chat_routes\n",
             "app/api/__init__.py": "",
-            "app/api/routes/__init__.py": "",
-            "app/api/routes/chat.py": "import app.engine.a\n",
+            "app/api/openai/__init__.py": "",
+            "app/api/openai/chat_routes.py": "import app.engine.a\n",
+            # A route module using another one (what two routes share is a service).
+            "app/api/llama_server/__init__.py": "",
+            "app/api/llama_server/token_routes.py": "from app.api.openai.chat_routes import x\n",
+            # A route module's own schemas are services: routes may import them.
+            "app/api/openai/chat_schemas.py": "",
+            "app/api/openai/models_routes.py": "from app.api.openai import chat_schemas\n",
             "mm/__init__.py": "",
             "mm/image.py": "from app.cache import tiers\n",  # a library importing the app
             "rag/__init__.py": "",
@@ -72,7 +78,8 @@ def test_circles_and_upward_imports_are_found(tmp_path: Path):
     report = checker.check(tmp_path)
     assert report.circles == [["app.engine.a", "app.engine.b"]]
     assert report.upward == [
-        "app.engine.c (engine) -> app.api.routes.chat (routes)",
+        "app.api.llama_server.token_routes (routes) -> app.api.openai.chat_routes (routes)",
+        "app.engine.c (engine) -> app.api.openai.chat_routes (routes)",
         "bench.run (entry point) -> tests (tests)",
         "mm.image (library) -> app.cache.tiers (cache)",
     ]

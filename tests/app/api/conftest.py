@@ -4,7 +4,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from bench.server_process import ServerProcess, make_key
+from bench.lib.server_process import ServerProcess, make_key
 from tests.app.api.keyed_server import STATIC_KEY, KeyedServer
 
 

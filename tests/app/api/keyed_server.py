@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from bench.server_process import ServerProcess
+from bench.lib.server_process import ServerProcess
 
 STATIC_KEY = "static-test-key-0123456789"
 

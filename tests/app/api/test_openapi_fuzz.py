@@ -14,7 +14,7 @@ from pathlib import Path
 
 import httpx
 
-from bench.server_process import ServerProcess
+from bench.lib.server_process import ServerProcess
 
 NEW_APIS = {"/v1/embeddings", "/v1/messages", "/v1/responses", "/v1/responses/{response_id}"}
 CHECKS = (

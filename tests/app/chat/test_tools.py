@@ -9,7 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from app.chat.messages import ChatMessage
-from app.chat.session_history import turn_history
+from app.chat.sessions.session_history import turn_history
 from app.chat.tool_messages import plain_messages
 from app.chat.tools import ReplyParser, ToolSpec, calls_text, parse_calls
 from app.db.records import MessageRecord, SessionRecord

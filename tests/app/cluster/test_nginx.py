@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from app.api.body_limit import largest_body
+from app.api.middleware.body_limit import largest_body
 from app.cluster.nginx import find_nginx, largest_body_of_settings, main, render
 from app.config import Settings
 

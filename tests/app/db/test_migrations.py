@@ -10,8 +10,8 @@ from alembic.autogenerate import compare_metadata
 from alembic.runtime.migration import MigrationContext
 from sqlalchemy import inspect
 
-import app.db.document_models  # noqa: F401 (its tables join Base.metadata)
-import app.db.replica_models  # noqa: F401 (its tables join Base.metadata)
+import app.db.documents.document_models  # noqa: F401 (its tables join Base.metadata)
+import app.db.replicas.replica_models  # noqa: F401 (its tables join Base.metadata)
 from app.db.migrate import alembic_config, current, head, upgrade
 from app.db.models import Base
 from app.db.sql_engine import make_engine

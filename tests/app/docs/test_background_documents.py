@@ -6,7 +6,7 @@ import time
 
 import httpx
 
-from tests.app.api.routes.test_documents import (
+from tests.app.api.kvchat.test_document_routes import (
     BREAD,
     TEA,
     ask,
@@ -15,8 +15,8 @@ from tests.app.api.routes.test_documents import (
     tail_tokens,
     upload_text,
 )
-from tests.app.api.routes.test_metrics_route import sample, scrape
-from tests.app.docs.test_doc_prefill import prefill_state, wait_prefilled
+from tests.app.api.llama_server.test_metrics_route import sample, scrape
+from tests.app.docs.background.test_doc_prefill import prefill_state, wait_prefilled
 from tests.server import ServerProcess
 
 LONG_REPLY = {

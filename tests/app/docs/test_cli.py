@@ -11,11 +11,11 @@ from pathlib import Path
 import httpx
 import pytest
 
-from app.db.chunk_store import ChunkStore
-from app.db.document_store import DocumentStore
+from app.db.documents.chunk_store import ChunkStore
+from app.db.documents.document_store import DocumentStore
 from app.db.store import Store
-from bench.server_process import ROOT, ServerProcess
-from tests.app.api.routes.test_documents import call
+from bench.lib.server_process import ROOT, ServerProcess
+from tests.app.api.kvchat.test_document_routes import call
 
 
 def docs_command(*args: str) -> subprocess.CompletedProcess:

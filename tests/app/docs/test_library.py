@@ -8,10 +8,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from app.db.chunk_store import ChunkStore
-from app.db.chunk_writes import BackendMismatch
-from app.db.document_records import NewChunk
-from app.db.document_store import DocumentStore
+from app.db.documents.chunk_store import ChunkStore
+from app.db.documents.chunk_writes import BackendMismatch
+from app.db.documents.document_records import NewChunk
+from app.db.documents.document_store import DocumentStore
 from app.db.store import Store
 from app.docs.library import DocLibrary
 from app.engine.request import RequestError

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from app.chat.prompter import thinking_default
+from app.chat.templates.prompter import thinking_default
 from app.engine.chat_template import ChatTemplate
 
 TEMPLATES = Path(__file__).with_name("templates")

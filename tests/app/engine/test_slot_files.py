@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from app.api.slot_actions import SlotActions
+from app.api.llama_server.slot_actions import SlotActions
 from app.cache import state_file
 from app.engine.request import RequestError
 from app.engine.slot import Slot
@@ -52,7 +52,7 @@ class FakeReuse:
 
     def unpark(self, slot: Slot) -> None:
         """No host memory here: a parked slot's KV cannot come back (the real path's test is
-        tests/app/api/routes/test_slot_actions.py)."""
+        tests/app/api/llama_server/test_slot_actions.py)."""
 
 
 class FakeScheduler:

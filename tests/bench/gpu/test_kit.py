@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 
 from bench.gpu import kit
-from bench.peers import LLAMA_SERVER
-from bench.server_process import ROOT
+from bench.lib.peers import LLAMA_SERVER
+from bench.lib.server_process import ROOT
 
 
 @pytest.fixture(scope="module")

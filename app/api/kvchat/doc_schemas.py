@@ -1,0 +1,152 @@
+"""Request bodies of the document endpoints (issue 11) and their JSON answers."""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from app.api.schemas import GenerationFields, NulFreeText
+from app.db.documents.document_records import ChunkRecord, CollectionRecord, DocumentRecord
+from app.docs.background.doc_prefill import KvProgress
+from app.engine.sampler import SamplingParams
+from rag.chunker import DEFAULT_CHUNK_TOKENS, DEFAULT_OVERLAP_TOKENS
+
+SAMPLING_TOP_K = 40  # /ask's `top_k` is the number of chunks; sampling keeps its default
+
+
+class CreateCollectionRequest(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+
+    name: NulFreeText = Field(min_length=1, max_length=200)
+    chunk_tokens: int = Field(default=DEFAULT_CHUNK_TOKENS, ge=16, le=2048)
+    overlap_tokens: int = Field(default=DEFAULT_OVERLAP_TOKENS, ge=0)
+    system_prompt: NulFreeText | None = Field(default=None, max_length=20000)
+    # How its questions and chats reuse chunk KV when they do not say; None: the server's
+    # --kv-reuse (docs/blend.md).
+    kv_reuse: Literal["prefix", "blend"] | None = None
+
+    @model_validator(mode="after")
+    def _overlap_below_size(self) -> CreateCollectionRequest:
+        if self.overlap_tokens >= self.chunk_tokens // 2:
+            raise ValueError("overlap_tokens must be less than half of chunk_tokens")
+        return self
+
+
+class TextDocumentRequest(BaseModel):
+    filename: NulFreeText = Field(min_length=1, max_length=255)
+    text: str
+    metadata: dict[str, Any] = Field(default_factory=dict)
+
+
+class SearchFields(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+
+    top_k: int = Field(default=4, ge=1, le=100)
+    score_threshold: float | None = Field(default=None, ge=-1.0, le=1.0)
+    document_ids: list[str] | None = Field(default=None, max_length=1000)
+    hybrid: bool = False
+
+
+class SearchRequest(SearchFields):
+    query: NulFreeText = Field(min_length=1, max_length=20000)
+
+
+class AskRequest(GenerationFields):
+    """A question about a collection: the search fields plus the sampling fields."""
+
+    question: NulFreeText = Field(min_length=1, max_length=20000)
+    top_k: int = Field(default=4, ge=1, le=100)
+    score_threshold: float | None = Field(default=None, ge=-1.0, le=1.0)
+    document_ids: list[str] | None = Field(default=None, max_length=1000)
+    hybrid: bool = False
+    kv_reuse: Literal["prefix", "blend"] | None = None  # None: the server's --kv-reuse
+    temperature: float = Field(default=0.0, ge=0.0, le=2.0)  # answers from sources: greedy
+
+    def sampling(self, default_seed: int = -1) -> SamplingParams:
+        params = super().sampling(default_seed)
+        params.top_k = SAMPLING_TOP_K
+        return params
+
+
+def collection_json(c: CollectionRecord) -> dict[str, Any]:
+    return {
+        "id": c.id,
+        "object": "collection",
+        "name": c.name,
+        "chunk_tokens": c.chunk_tokens,
+        "overlap_tokens": c.overlap_tokens,
+        "system_prompt": c.system_prompt,
+        "n_documents": c.n_documents,
+        "embedding_backend": c.embedding_backend,
+        "kv_reuse": c.kv_reuse,
+        "created_at": int(c.created_at.timestamp()),
+    }
+
+
+def document_json(
+    d: DocumentRecord,
+    duplicate: bool = False,
+    prefill: str | None = None,
+    kv: KvProgress | None = None,
+) -> dict[str, Any]:
+    """`prefill`: queued | done | failed while this process prefills the document into the
+    prefix cache (--doc-prefill-tokens), cached when a tier held it at start-up; null
+    otherwise. `kv`: in a collection that blends, its chunks' own KV (pending | running | done |
+    failed, chunks done of total) once its prefill is queued; null otherwise."""
+    ready = d.status == "ready"
+    return {
+        "id": d.id,
+        "object": "document",
+        "collection_id": d.collection_id,
+        "filename": d.filename,
+        "sha256": d.sha256,
+        "status": d.status,
+        "progress": {"chunks_done": d.chunks_done, "chunks_total": d.chunks_total},
+        "error": d.error,
+        "duplicate": duplicate,
+        "n_chunks": d.chunks_total if ready else 0,
+        "n_tokens": d.n_tokens,
+        "metadata": d.metadata,
+        "prefill": prefill,
+        "kv": None if kv is None else kv_json(kv),
+        "created_at": int(d.created_at.timestamp()),
+    }
+
+
+def kv_json(kv: KvProgress) -> dict[str, Any]:
+    return {"state": kv.state, "chunks_total": kv.chunks_total, "chunks_done": kv.chunks_done}
+
+
+def chunk_id(c: ChunkRecord) -> str:
+    return f"chunk-{c.id}"
+
+
+def chunk_json(c: ChunkRecord) -> dict[str, Any]:
+    return {
+        "id": chunk_id(c),
+        "object": "chunk",
+        "document_id": c.document_id,
+        "filename": c.filename,
+        "ordinal": c.ordinal,
+        "index": c.number,
+        "page": c.page,
+        "char_start": c.char_start,
+        "char_end": c.char_end,
+        "text": c.text,
+        "n_tokens": len(c.token_ids) if c.token_ids is not None else None,
+    }
+
+
+def hit_json(c: ChunkRecord, score: float) -> dict[str, Any]:
+    return {
+        "chunk_id": chunk_id(c),
+        "document_id": c.document_id,
+        "filename": c.filename,
+        "ordinal": c.ordinal,
+        "page": c.page,
+        "char_start": c.char_start,
+        "char_end": c.char_end,
+        "score": score,
+        "text": c.text,
+    }

@@ -1,0 +1,2 @@
+"""Documents in the database: collections, documents and chunks, their models, records and
+stores, and each collection's version."""

@@ -1,0 +1,1 @@
+"""What replicas on one database share: ingestion claims, the deletion log, idempotency keys."""

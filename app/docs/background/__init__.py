@@ -1,0 +1,2 @@
+"""Document work in the background: the ingestion worker and its lease, the deletion watch,
+the document prefill."""

@@ -1,0 +1,136 @@
+"""`Documents`: everything the document routes need, built once at start-up.
+
+Chunk token ids are stored per chat-model fingerprint; chunks ingested under another model get
+theirs computed on first use (`token_ids`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from app.chat.templates.prompter import Prompter
+from app.config import Settings
+from app.db.documents.chunk_store import ChunkStore
+from app.db.documents.document_records import ChunkRecord
+from app.db.documents.document_store import DocumentStore
+from app.db.replicas.deletion_log import DeletionLog
+from app.db.store import Store
+from app.docs.background.deletion_watch import DeletionWatch
+from app.docs.background.doc_prefill import DocPrefill, KvProgress, SaltOf
+from app.docs.background.ingest_lease import worker_id
+from app.docs.background.ingestor import Ingestor
+from app.docs.intake.uploads_in_flight import UploadsInFlight
+from app.docs.library import DocLibrary
+from app.docs.questions.blend_request import collection_blends
+from app.docs.questions.doc_prompt import DocPrompter, token_counter
+from app.engine.engine import Engine
+from rag.layout import chunk_text
+
+
+@dataclass(slots=True)
+class Documents:
+    store: DocumentStore  # collections and documents, as the routes see them
+    chunk_store: ChunkStore  # the ingestion worker's and retrieval's side
+    library: DocLibrary
+    ingestor: Ingestor
+    prompts: DocPrompter
+    model_key: str  # the chat model's fingerprint: token ids are stored under it
+    max_bytes: int
+    prefill: DocPrefill | None = None  # ready documents into the prefix cache
+    deletions: DeletionWatch | None = None  # documents deleted on any replica leave our caches
+    uploads: UploadsInFlight = field(default_factory=UploadsInFlight)  # being taken in now
+
+    @classmethod
+    def build(
+        cls, settings: Settings, store: Store, engine: Engine, prompter: Prompter, salt_of: SaltOf
+    ) -> Documents:
+        """`salt_of`: a tenant's cache salt (a document's prefill is cached under it)."""
+        docs, chunk_store = DocumentStore(store), ChunkStore(store)
+        library = DocLibrary(
+            chunk_store,
+            settings.index_dir(),
+            settings.embedding_model,
+            settings.embedding_threads,
+            settings.embedding_backend,
+            settings.doc_ann_min,
+        )
+        key = engine.model_fingerprint
+        prompts = DocPrompter(prompter, engine.tokenizer)
+        prefill = DocPrefill(
+            engine,
+            docs,
+            prompts,
+            key,
+            salt_of,
+            settings.doc_prefill_tokens,
+            chunk_store.ready,
+            blends=lambda collection: collection_blends(collection, settings.kv_reuse),
+        )
+        tokenize = token_counter(engine.tokenizer)
+        uploads = UploadsInFlight()
+        ingestor = Ingestor(
+            chunk_store,
+            library,
+            tokenize,
+            key,
+            prefill.document_ready,
+            engine.wait_for_quiet,
+            worker=worker_id(settings.data_dir),
+            lease_s=settings.ingest_lease,
+            # One embedding thread while the engine computes or a client's upload is taken in.
+            engine_busy=lambda: engine.computing or bool(uploads),
+        )
+        max_bytes = settings.doc_max_bytes
+
+        async def forget(document_ids: set[str]) -> None:
+            await engine.forget_documents(document_ids)
+            for document_id in document_ids:
+                prefill.forget(document_id)
+
+        log = DeletionLog(store)
+        deletions = DeletionWatch(log, forget, settings.replica(), settings.deletion_log_window)
+        parts = (docs, chunk_store, library, ingestor, prompts, key, max_bytes)
+        return cls(*parts, prefill, deletions, uploads)
+
+    def start(self) -> None:
+        # Index files are checked against the database at start-up, before any search; a
+        # collection's vectors load without the embedding model.
+        self.library.load_all()
+        self.ingestor.start()
+        if self.prefill is not None:
+            self.prefill.start()  # documents no cache tier holds after a restart
+        if self.deletions is not None:
+            self.deletions.start()
+
+    def stop(self) -> None:
+        if self.deletions is not None:
+            self.deletions.stop()
+        self.ingestor.stop()
+        self.library.flush()  # index files written lazily while documents came in
+
+    def prefill_state(self, document_id: str) -> str | None:
+        if self.prefill is None:
+            return None
+        state = self.prefill.state(document_id)
+        if state is None and self.prefill.enabled and self.ingestor.held(document_id):
+            return "queued"  # ready; its prefill waits for the documents behind it
+        return state
+
+    def kv_progress(self, document_id: str) -> KvProgress | None:
+        """Its chunks' own KV (blend) computed so far; None where none is computed here."""
+        return self.prefill.kv(document_id) if self.prefill is not None else None
+
+    def background_pending(self) -> dict[str, int]:
+        """Documents' requests not yet handed to the engine, by kind."""
+        return self.prefill.pending() if self.prefill is not None else {}
+
+    def token_ids(self, chunks: list[ChunkRecord]) -> None:
+        """Fill in token ids missing for this model (computed once, then stored)."""
+        missing = {}
+        tokenize = self.ingestor.tokenize
+        for c in chunks:
+            if c.token_ids is None:
+                c.token_ids = tokenize(chunk_text(c.number, c.filename, c.page, c.text))
+                missing[c.id] = c.token_ids
+        if missing:
+            self.chunk_store.set_tokens(self.model_key, missing)

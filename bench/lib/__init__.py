@@ -1,0 +1,2 @@
+"""What the benches share: the HTTP client, the server process, the peers, scenario cores,
+reports and targets."""

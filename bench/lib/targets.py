@@ -1,0 +1,33 @@
+"""The targets a benchmark run is held to: ours / llama-server ratios against fixed bounds.
+
+Each part of `python -m bench.compare` (bench.workloads.prefix, bench.decode_churn, bench.doc_qa)
+states its own targets through `target()`, so that one Targets table can list every target of the
+run in one shape, and a part run alone prints the same verdicts as the whole run.
+"""
+
+from __future__ import annotations
+
+# (target, ours / llama-server or None when either side is missing, bound, verdict)
+Target = tuple[str, float | None, str, str]
+
+
+def target(
+    name: str, ours: float | None, peer: float | None, bound: float, *, at_most: bool
+) -> Target:
+    """One row: `at_most` when lower is better (times), else the ratio must reach `bound`."""
+    ratio = ours / peer if ours is not None and peer else None
+    met = ratio is not None and (ratio <= bound if at_most else ratio >= bound)
+    verdict = "–" if ratio is None else ("met" if met else "not met")
+    return (name, ratio, f"{'≤' if at_most else '≥'} {bound:g}", verdict)
+
+
+def table_lines(rows: list[Target]) -> list[str]:
+    """The markdown lines of the Targets table (a note instead when nothing could be compared)."""
+    lines = ["Targets, ours / llama-server:", ""]
+    if not rows:
+        return [*lines, "(not evaluated: llama-server or ours did not run)"]
+    lines += ["| target | ours / llama-server | bound | |", "|---|---:|---|---|"]
+    for name, ratio, bound, verdict in rows:
+        shown = "–" if ratio is None else f"{ratio:.2f}"
+        lines.append(f"| {name} | {shown} | {bound} | {verdict} |")
+    return lines
