@@ -14,6 +14,7 @@ import openai
 import pytest
 
 from bench.server_process import ServerProcess
+from tests.eventually import eventually
 
 LIMIT = 200_000  # --max-body-bytes of this server
 
@@ -238,17 +239,15 @@ def test_a_cancelled_request_logs_its_slot_and_tokens(server: ServerProcess):
         for line in r.iter_lines():
             if line.startswith("data: {") and json.loads(line[6:])["choices"][0]["text"]:
                 break  # one token came: go away
-    deadline = time.monotonic() + 60
-    while True:
-        lines = [
+
+    def cancelled_lines() -> list[dict]:
+        return [
             json.loads(x[x.index("{") :])
             for x in server.log(200_000).splitlines()
             if '"event": "request"' in x and '"outcome": "cancelled"' in x
         ]
-        if lines or time.monotonic() > deadline:
-            break
-        time.sleep(0.1)
-    assert lines, "no log line for the cancelled request"
+
+    lines = eventually(cancelled_lines, "a log line for the cancelled request")
     assert lines[-1]["slot"] >= 0
     assert lines[-1]["completion_tokens"] >= 1
 
