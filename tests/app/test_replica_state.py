@@ -1,5 +1,5 @@
 """Two replicas on one PostgreSQL database, each with a data directory of its own: whatever a
-request can reach is in the database, so either replica serves it (issue 28, items 1 and 2).
+request can reach is in the database, so either replica serves it.
 
 Media uploaded to one is read and used by the other; a document ingested on one is found by the
 other's search (its index synced from the database) and, once deleted on one, is never found by

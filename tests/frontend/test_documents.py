@@ -1,5 +1,5 @@
 """Documents in the web chat against the real server, embedder and model: upload a document,
-ask from its collection, open a citation. The documents API (issue 11) is part of the product:
+ask from its collection, open a citation. The documents API is part of the product:
 a server whose GET /v1/collections answers 404 fails this test, it is not skipped."""
 
 from __future__ import annotations

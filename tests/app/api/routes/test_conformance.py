@@ -1,6 +1,5 @@
-"""API conformance and the newcomer findings of issue 13, through a real server.
-
-Each test named after a finding failed before its fix (see the issue's "Why" list)."""
+"""API conformance through a real server: what a newcomer to the API tripped over, each
+test named after a finding (each failed before its fix)."""
 
 from __future__ import annotations
 
@@ -129,7 +128,7 @@ def test_response_format_json_object_starts_an_object(server: ServerProcess):
 def test_tools_where_a_route_takes_none_are_refused_with_a_400_that_says_so(
     server: ServerProcess,
 ):
-    # Chat completions take tools (issue 29, tests/app/api/routes/test_tool_calls.py); text
+    # Chat completions take tools (tests/app/api/routes/test_tool_calls.py); text
     # completions do not, and the legacy `functions` is refused everywhere.
     tool = {"type": "function", "function": {"name": "f", "parameters": {"type": "object"}}}
     r = post(server, "/v1/completions", {"prompt": "Hi", "tools": [tool]})
