@@ -1,4 +1,4 @@
-"""Ingestion speed and retrieval quality per embedding backend (issue 31).
+"""Ingestion speed and retrieval quality per embedding backend.
 
     python -m bench.ingest [--quick] [--rounds N] [--large [N]] [--out DIR]
 
@@ -8,7 +8,8 @@ workload.py) and on two real PDFs (Debian's libtasn1 and shared-mime-info manual
 installed, else two generated ones). Each variant gets a fresh server; one small document is
 ingested first, so the embedder's load is timed apart. Variants are alternated within each
 round (a drift of a shared machine lands on all of them) and their medians compared with
-`before`: the torch fp32 embedder on one thread, the configuration before issue 31.
+`before`: the torch fp32 embedder on one thread, the configuration before the
+embedding backends.
 
 Retrieval quality (bench/workloads/ingest_quality.py): recall@4 and MRR of every backend against
 fp32, in-process. `--large`: the 20,000-chunk collection (bench/workloads/ingest_large.py). `python

@@ -119,7 +119,7 @@ class Message(Base):
     role: Mapped[str] = mapped_column(String(16))
     # A string, or a list of OpenAI content parts ({"type": "text", ...}, image_url, ...).
     content: Mapped[str | list[dict[str, Any]]] = mapped_column(Json)
-    # Tool calling (issue 29): an assistant message's calls, [{"id", "name", "arguments"}] with
+    # Tool calling: an assistant message's calls, [{"id", "name", "arguments"}] with
     # the arguments as the model wrote them (its content is the text before them); a tool
     # message's answer names the call it answers.
     tool_calls: Mapped[list[dict[str, Any]] | None] = mapped_column(Json)

@@ -5,9 +5,9 @@ full prefill's.
 Blend is approximate: a placed chunk's KV was computed after the collection's head, not after
 the chunks before it, and only its first k tokens are computed again. `python -m
 bench.blend_quality` measures, per model and k, the share of a quality set of document
-questions whose 32-token greedy answer is exactly full prefill's (docs/blend.md, Quality). A
-model's default k is the smallest that reaches `BAR`, the share the best k reached on Gemma 3
-270M; where no measured k does (or nothing was measured), blend is off on that model: a
+questions whose 32-token greedy answer is exactly full prefill's (docs/blend.md, "The quality
+gate"). A model's default k is the smallest that reaches `BAR`, the share the best k reached on
+Gemma 3 270M; where no measured k does (or nothing was measured), blend is off on that model: a
 request that asks for it keeps prefix reuse and says why, and `GET /props` says so.
 `--blend-force` turns it on anyway (at `FALLBACK_K` unless `--blend-sink-tokens` says), for a
 deployment that accepts the difference; the measured agreement goes with each blended reply.

@@ -35,8 +35,8 @@ from app.engine.events import Event, TextDelta
 # The longest the engine waits for a loop to send a first token (a loop that is busy elsewhere
 # must not stall every stream).
 FIRST_EVENT_WAIT_S = 0.005
-# Longest a token event waits for the next hand-over (figures: docs/speculation.md, "The
-# engine's hand-over to the HTTP thread").
+# Longest a token event waits for the next hand-over (figures: bench/results/speculation-notes.md,
+# "The engine's hand-over to the HTTP thread").
 STREAM_INTERVAL_S = 0.025
 
 

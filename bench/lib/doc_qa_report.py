@@ -30,13 +30,14 @@ def targets(report: dict) -> list[Target]:
 
 
 def blend_targets(blended: dict | None, blend: dict | None, rows: dict, k: str) -> list[Target]:
-    """Issue 26's two blend targets, for the blend rows of one k (`k`: "" or ", k=K")."""
+    """The two blend targets (docs/blend.md, "Speed"), for the blend rows of one k (`k`: ""
+    or ", k=K")."""
     out = []
     score, new = rows[SCORE_ORDER], rows.get(NEW)
-    if blended:  # issue 26: with chunk KV reused at any position, a quarter of the peer's
+    if blended:  # with chunk KV reused at any position, a quarter of the peer's
         name = f"document QA mean TTFT with blend{k}, chunks in score order"
         out.append(target(name, blended["mean_ttft"], score["mean_ttft"], 0.25, at_most=True))
-    if new and blend:  # issue 26: blend on new combinations at most 0.35x prefix reuse
+    if new and blend:  # blend on new combinations at most 0.35x prefix reuse
         name = f"document QA new combinations mean TTFT, blend{k} vs prefix reuse"
         out.append(target(name, blend["mean_ttft"], new["mean_ttft"], 0.35, at_most=True))
     return out

@@ -1,4 +1,4 @@
-"""Image scenario (issue 5): the same image asked about with three different questions.
+"""Image scenario: the same image asked about with three different questions.
 
 Each request is a short system message and one user message, the image first and then the
 question, so a re-ask can reuse the KV of everything up to the end of the image and computes only

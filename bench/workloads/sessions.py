@@ -1,4 +1,4 @@
-"""Sessions scenario (issue 4): 8 sessions x 4 turns interleaved on a 4-slot server.
+"""Sessions scenario: 8 sessions x 4 turns interleaved on a 4-slot server.
 
 Each turn sends only the new message through the sessions API; half the sessions lose their
 slot between turns, so their history must come back from another tier. Per turn it prints the

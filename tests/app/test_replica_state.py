@@ -1,5 +1,5 @@
 """Two replicas on one PostgreSQL database, each with a data directory of its own: whatever a
-request can reach is in the database, so either replica serves it (issue 28, items 1 and 2).
+request can reach is in the database, so either replica serves it.
 
 Media uploaded to one is read and used by the other; a document ingested on one is found by the
 other's search (its index synced from the database) and, once deleted on one, is never found by
@@ -14,7 +14,6 @@ import io
 import subprocess
 import sys
 import threading
-import time
 from collections.abc import Iterator
 from contextlib import suppress
 from dataclasses import dataclass, field
@@ -29,11 +28,11 @@ from app.db.store import Store
 from app.docs.background.ingest_lease import worker_id
 from bench.lib.server_process import ROOT, ServerProcess, make_key
 from tests.db_urls import fresh_database_url
+from tests.eventually import eventually
 
 ADMIN = "replica-admin-key-0123456789"
 LEASE_S = 3  # --ingest-lease: how long a killed replica's document waits for the other
 BUSY_TOKENS = 3000  # a generation that outlasts an upload, its claim and a kill (then stopped)
-WAIT_S = 300  # hang guard for conditions waited on (ingestion loads the embedder first)
 ETNA = "Mount Etna is an active volcano in Sicily. Its eruptions send lava down its slopes."
 TEA = "Green tea leaves are steamed or pan-fired soon after picking to stop oxidation."
 BREAD = "Sourdough bread rises with wild yeast and lactic bacteria kept in a flour starter."
@@ -84,16 +83,6 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
         finally:
             for r in replicas:
                 r.server.stop()
-
-
-def wait_for(what: str, check, timeout: float = WAIT_S):  # noqa: ANN001, ANN201
-    """check()'s first truthy value; a hang guard, not a timing threshold."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if found := check():
-            return found
-        time.sleep(0.1)
-    raise TimeoutError(f"still waiting for {what}")
 
 
 def picture(seed: int) -> bytes:
@@ -175,20 +164,20 @@ def test_a_document_ingested_on_one_replica_is_searched_on_the_other_until_delet
         upload(cluster.a, alice, col, "tea.txt", TEA),
     )
     for doc in (etna, tea):
-        wait_for(f"{doc} ready", lambda doc=doc: status(cluster.b, alice, doc) == "ready")
+        eventually(lambda doc=doc: status(cluster.b, alice, doc) == "ready", f"{doc} to be ready")
     assert search(cluster.b, alice, col, "volcano in Sicily")[0] == etna
     # b's slot now holds Etna's chunks: an answer about it, laid out from b's search.
     asked = cluster.b.call(
         "POST", f"/v1/collections/{col}/ask", alice, json={"question": "Where is Etna?"}
     )
     assert asked.status_code == 200, asked.text
-    assert wait_for("b's slot to hold the answer", lambda: slot_tokens(cluster.b) > 0)
+    assert eventually(lambda: slot_tokens(cluster.b) > 0, "b's slot to hold the answer")
     assert cluster.a.call("DELETE", f"/v1/documents/{etna}", alice).status_code == 200
     for _ in range(3):
         assert etna not in search(cluster.b, alice, col, "volcano in Sicily")
     assert search(cluster.b, alice, col, "green tea")[0] == tea
     # b read the deletion log: the KV of its slot that held Etna's chunks is gone.
-    wait_for("b to drop the deleted document's KV", lambda: slot_tokens(cluster.b) == 0)
+    eventually(lambda: slot_tokens(cluster.b) == 0, "b to drop the deleted document's KV")
 
 
 def slot_tokens(replica: Replica) -> int:
@@ -209,7 +198,7 @@ class Busy:
     def start(self) -> Busy:
         self.thread = threading.Thread(target=self._run, daemon=True)
         self.thread.start()
-        wait_for("the generation to run", lambda: generating(self.replica))
+        eventually(lambda: generating(self.replica), "the generation to run")
         return self
 
     def _run(self) -> None:
@@ -245,7 +234,7 @@ def test_a_document_whose_replica_is_killed_mid_ingestion_is_finished_by_the_oth
         claims = ChunkStore(store).claims
         generations = [Busy(r, alice).start() for r in (cluster.a, cluster.b)]
         doc = upload(cluster.b, alice, col, "bread.txt", BREAD)
-        victim = replicas[wait_for("a claim", lambda: claims.holder(doc)[0])]
+        victim = replicas[eventually(lambda: claims.holder(doc)[0], "a claim")]
         survivor = cluster.a if victim is cluster.b else cluster.b
         assert generating(victim)  # so its worker has not embedded anything yet
         victim.server.proc.kill()  # SIGKILL: its claim stays until the lease runs out
@@ -253,7 +242,7 @@ def test_a_document_whose_replica_is_killed_mid_ingestion_is_finished_by_the_oth
         assert status(survivor, alice, doc) != "ready"
         for generation in generations:  # the survivor may ingest now
             generation.stop()
-        wait_for(f"{doc} done", lambda: status(survivor, alice, doc) in ("ready", "error"))
+        eventually(lambda: status(survivor, alice, doc) in ("ready", "error"), f"{doc} to be done")
         assert status(survivor, alice, doc) == "ready"
         assert claims.holder(doc) == (None, False)
         assert search(survivor, alice, col, "sourdough starter")[0] == doc

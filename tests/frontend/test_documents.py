@@ -1,5 +1,5 @@
 """Documents in the web chat against the real server, embedder and model: upload a document,
-ask from its collection, open a citation. The documents API (issue 11) is part of the product:
+ask from its collection, open a citation. The documents API is part of the product:
 a server whose GET /v1/collections answers 404 fails this test, it is not skipped."""
 
 from __future__ import annotations
@@ -13,6 +13,7 @@ import pytest
 from playwright.sync_api import Page, expect
 
 from bench.lib.server_process import ServerProcess
+from tests.eventually import eventually
 from tests.frontend.ui import TIMEOUT_MS, ChatPage
 
 pytestmark = pytest.mark.needs_documents_api
@@ -88,13 +89,12 @@ def test_a_document_turn_shows_the_users_words_its_sources_folded_and_blend(
     )
     assert r.status_code == 202, r.text
     doc = r.json()["id"]
-    status = "queued"
-    for _ in range(600):
+
+    def ingested() -> str | None:
         status = httpx.get(f"{base}/v1/documents/{doc}", timeout=30).json()["status"]
-        if status in ("ready", "error"):
-            break
-        page.wait_for_timeout(200)
-    assert status == "ready"
+        return status if status in ("ready", "error") else None
+
+    assert eventually(ingested, f"document {doc} to be ingested") == "ready"
     # The chunk's own KV, computed once by a blend question: a session turn then places it.
     ask = {"question": "Who is Pebble?", "max_tokens": 1, "kv_reuse": "blend"}
     assert httpx.post(f"{base}/v1/collections/{col}/ask", json=ask, timeout=180).is_success

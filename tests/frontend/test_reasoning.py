@@ -1,4 +1,4 @@
-"""A reply's thought in the web chat (issue 30): folded above the answer, streamed and stored.
+"""A reply's thought in the web chat: folded above the answer, streamed and stored.
 The packaged model does not think on its own: the session's grammar makes it write a thought."""
 
 from __future__ import annotations

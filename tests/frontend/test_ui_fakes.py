@@ -1,7 +1,7 @@
 """Fast UI-only tests: the built page from a plain static file server, the API faked with
 Playwright's page.route. They cover what the real model cannot be made to produce on demand
 (Markdown with code and math, citations, an error in the middle of a stream) and the documents
-panel against the shapes fixed in issue 11, before that API is merged."""
+panel against the documents API's shapes."""
 
 from __future__ import annotations
 
@@ -331,7 +331,7 @@ def test_a_server_with_api_keys_asks_for_one_and_it_is_sent(page: Page, static_u
 
 
 def test_a_tool_call_and_its_result_read_plainly(page: Page, static_url: str, shot):
-    """Issue 29: a session holding a tool loop (the Responses API stores them) shows the call's
+    """A session holding a tool loop (the Responses API stores them) shows the call's
     tool and arguments, and the result with the call it answers."""
     api = FakeApi()
     call = {"id": "call_1", "name": "get_weather", "arguments": '{"city":"Paris"}'}

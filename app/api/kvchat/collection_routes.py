@@ -1,4 +1,4 @@
-"""Collections (issue 11): a tenant's named sets of documents, with their chunking and system
+"""Collections: a tenant's named sets of documents, with their chunking and system
 prompt; created, listed, read and deleted here.
 
 Tenancy: every store call takes the caller's tenant; another tenant's collection answers 404

@@ -1,4 +1,4 @@
-"""Request bodies of the document endpoints (issue 11) and their JSON answers."""
+"""Request bodies of the document endpoints and their JSON answers."""
 
 from __future__ import annotations
 

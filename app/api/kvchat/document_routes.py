@@ -1,4 +1,4 @@
-"""Documents (issue 11): uploads to a collection, ingested (chunked, embedded) in the
+"""Documents: uploads to a collection, ingested (chunked, embedded) in the
 background; read back with their chunks, and deleted with everything cached from them.
 
 Tenancy: every store call takes the caller's tenant; another tenant's collection or document

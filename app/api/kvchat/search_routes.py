@@ -1,4 +1,4 @@
-"""Search over collections (issue 11): the best chunks for a query (`/search`) and questions
+"""Search over collections: the best chunks for a query (`/search`) and questions
 answered from them with citations (`/ask`); the work is app/docs/questions/doc_questions.py's.
 
 Tenancy: every collection is looked up under the caller's tenant (app/api/lookups.py);

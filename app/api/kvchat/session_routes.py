@@ -73,7 +73,7 @@ def _message_json(m: MessageRecord, asked: MessageRecord | None = None) -> dict[
     asked_sources = _sources_of(asked) if m.role == "assistant" else None
     if asked_sources is not None:
         out["citations"] = asked_sources[1]
-    if m.tool_calls is not None:  # issue 29: stored as they were made, results by call id
+    if m.tool_calls is not None:  # stored as the model made them; results answer by call id
         out["tool_calls"] = m.tool_calls
     if m.tool_call_id is not None:
         out["tool_call_id"] = m.tool_call_id

@@ -96,7 +96,7 @@ class SessionMessageRequest(GenerationFields):
 
     role: Literal["user"] = "user"
     content: NulFreeText | list[ContentPart]
-    rag: RagOptions | None = None  # documents (issue 11)
+    rag: RagOptions | None = None  # answer from these collections' documents
 
     @model_validator(mode="after")
     def _parts_without_nul(self) -> SessionMessageRequest:

@@ -23,7 +23,7 @@ class ChatCompletionRequest(GenerationFields):
     session_id: str | None = Field(default=None, max_length=128)
     logprobs: bool = False
     top_logprobs: int | None = Field(default=None, ge=0, le=20)
-    rag: RagOptions | None = None  # documents (issue 11)
+    rag: RagOptions | None = None  # answer from these collections' documents
     tools: list[ToolDef] | None = Field(default=None, max_length=128)  # type: ignore[assignment]
     tool_choice: ToolChoice | None = None  # None: "auto" with tools, else "none"
     parallel_tool_calls: bool = True

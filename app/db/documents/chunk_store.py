@@ -1,4 +1,4 @@
-"""`ChunkStore`: the internal side of documents, by document or chunk id (issue 11).
+"""`ChunkStore`: the internal side of documents, by document or chunk id.
 
 The ingestion worker reads a queued document, reports its progress and stores its chunks,
 vectors and token ids; the search indexes and retrieval read the chunks back. None of these

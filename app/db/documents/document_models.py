@@ -1,4 +1,4 @@
-"""SQLAlchemy 2.0 ORM models of documents (issue 11): collections, their documents, the
+"""SQLAlchemy 2.0 ORM models of documents: collections, their documents, the
 documents' chunks with their vectors and token ids, and the log of deleted documents.
 
 They are declared on app/db/models.py's `Base`, so its metadata holds these tables as well once
@@ -29,7 +29,7 @@ DOC_STATUSES = ("queued", "processing", "ready", "error")
 
 
 class Collection(Base):
-    """A set of documents searched together (issue 11). tenant_id: "" for the default tenant."""
+    """A set of documents searched together. tenant_id: "" for the default tenant."""
 
     __tablename__ = "collections"
 
@@ -44,9 +44,11 @@ class Collection(Base):
     # index that was synced at another version is stale (app/docs/library.py).
     version: Mapped[int] = mapped_column(Integer, default=0, server_default="0")
     # The embedding backend that made the collection's vectors (rag/embedder.py BACKENDS), set
-    # by its first ingested document; vectors of another backend are never added (issue 31).
+    # by its first ingested document; vectors of another backend are never added (they
+    # would not be comparable).
     embedding_backend: Mapped[str | None] = mapped_column(String(32), nullable=True)
-    # prefix | blend: how requests that do not say reuse chunk KV (issue 26); None: --kv-reuse.
+    # prefix | blend: how requests that do not say reuse chunk KV (docs/blend.md); None:
+    # --kv-reuse.
     kv_reuse: Mapped[str | None] = mapped_column(String(16), nullable=True)
 
 

@@ -1,4 +1,4 @@
-"""`DocumentStore`: collections and their documents, as the API sees them (issue 11).
+"""`DocumentStore`: collections and their documents, as the API sees them.
 
 Every call takes the caller's `tenant_id`: another tenant's collection or document does not
 exist for it. The ingestion worker's and retrieval's calls (by document or chunk id) are internal

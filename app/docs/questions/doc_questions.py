@@ -1,4 +1,4 @@
-"""`DocQuestions`: questions to a tenant's collections (issue 11).
+"""`DocQuestions`: questions to a tenant's collections.
 
 The best chunks for a query (`/search`), the prompt of a question answered from them with
 citations (`/ask`), and the sources with citations of a chat turn that asks for `rag`

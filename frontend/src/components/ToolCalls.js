@@ -1,4 +1,4 @@
-// Tool calling (issue 29) in a session's history: the calls an assistant message made (each
+// Tool calling in a session's history: the calls an assistant message made (each
 // tool's name and its arguments, pretty-printed when they are JSON), and a tool result's call.
 import { html } from "../html.js";
 

@@ -28,7 +28,7 @@ CHECKS = (
 def test_schemathesis_finds_no_server_error_and_no_schema_mismatch(tmp_path: Path):
     args = ("-np", "2", "-c", "512", "--max-tokens-limit", "4", "--timeout", "60")
     with ServerProcess(*args, "--slot-save-path", str(tmp_path / "slots")) as server:
-        # Every API the server speaks is fuzzed, issue 29's among them (with their links:
+        # Every API the server speaks is fuzzed, the tool-calling ones among them (with links:
         # a created response feeds GET and DELETE /v1/responses/{id}).
         paths = httpx.get(f"{server.base_url}/openapi.json").json()["paths"]
         assert set(paths) >= NEW_APIS, NEW_APIS - set(paths)

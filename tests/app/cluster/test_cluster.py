@@ -6,13 +6,13 @@ from __future__ import annotations
 
 import json
 import threading
-import time
 
 import httpx
 
 from app.cache import state_file
 from app.cache.state_file import StateFileError
 from app.cluster.cluster import Cluster, Replica
+from tests.eventually import eventually
 
 TURN = {"max_tokens": 12, "temperature": 0}
 HANG_GUARD_S = 300.0  # a hung wait fails instead of blocking the suite (not a timing check)
@@ -57,10 +57,7 @@ def published(cluster: Cluster, replica: Replica, text: str, model: str) -> bool
 def wait_published(cluster: Cluster, replica: Replica, text: str, model_path: str) -> None:
     """Until the replica's writer thread has put a finished turn's KV on the shared tier."""
     model = state_file.cached_fingerprint(model_path)
-    deadline = time.monotonic() + HANG_GUARD_S
-    while not published(cluster, replica, text, model):
-        assert time.monotonic() < deadline, "the turn's KV was never published"
-        time.sleep(0.05)
+    eventually(lambda: published(cluster, replica, text, model), "the turn's KV to be published")
 
 
 def test_a_sessions_turns_land_on_one_replica_and_reuse_its_kv(cluster: Cluster):
@@ -134,13 +131,13 @@ def test_a_turn_a_killed_replica_dropped_is_stored_once_after_nginx_sends_it_on(
     )
     sender.start()
     try:
-        deadline = time.monotonic() + HANG_GUARD_S
-        while not (
-            len(httpx.get(holder.url + f"/v1/sessions/{sid}").json()["messages"]) == 3
-            and httpx.get(holder.url + "/health").json()["slots_processing"]
-        ):
-            assert time.monotonic() < deadline, "the long turn never started generating"
-            time.sleep(0.05)
+        eventually(
+            lambda: (
+                len(httpx.get(holder.url + f"/v1/sessions/{sid}").json()["messages"]) == 3
+                and httpx.get(holder.url + "/health").json()["slots_processing"]
+            ),
+            "the long turn to start generating",
+        )
         holder.proc.kill()  # SIGKILL mid-reply: its hold on the key is never let go
         holder.proc.wait()
         sender.join()
@@ -163,10 +160,10 @@ def test_a_turn_a_killed_replica_dropped_is_stored_once_after_nginx_sends_it_on(
 
 def wait_routed_to(cluster: Cluster, replica: Replica) -> None:
     """Until nginx sends requests to the replica again (it skips one that failed for a while)."""
-    deadline = time.monotonic() + HANG_GUARD_S
-    while httpx.get(cluster.url + "/health").headers["x-replica"] != replica.name:
-        assert time.monotonic() < deadline, f"nginx never went back to {replica.name}"
-        time.sleep(0.2)
+    eventually(
+        lambda: httpx.get(cluster.url + "/health").headers["x-replica"] == replica.name,
+        f"nginx to go back to {replica.name}",
+    )
 
 
 def test_sse_streams_through_nginx_unbuffered(cluster: Cluster):
@@ -194,10 +191,10 @@ def test_sse_streams_through_nginx_unbuffered(cluster: Cluster):
         assert direct.headers["x-accel-buffering"] == "no"
         direct.read()
     # Closing the stream cancels the generation (through nginx too).
-    deadline = time.monotonic() + HANG_GUARD_S
-    while httpx.get(replica.url + "/health").json()["slots_processing"]:
-        assert time.monotonic() < deadline, "closing the stream did not cancel it"
-        time.sleep(0.05)
+    eventually(
+        lambda: not httpx.get(replica.url + "/health").json()["slots_processing"],
+        "closing the stream to cancel the generation",
+    )
 
 
 def test_requests_without_an_affinity_key_are_spread_over_the_replicas(cluster: Cluster):

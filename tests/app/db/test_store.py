@@ -5,7 +5,6 @@ import signal
 import subprocess
 import sys
 import threading
-import time
 from datetime import UTC
 from pathlib import Path
 from typing import Any
@@ -16,6 +15,7 @@ from hypothesis import strategies as st
 from sqlalchemy import text
 
 from app.db.store import Store
+from tests.eventually import eventually
 
 ROOT = Path(__file__).resolve().parents[3]
 SHA = "ab" * 32
@@ -242,7 +242,8 @@ def test_kill_9_while_writing_leaves_a_consistent_database(database_url: str):
     )
     try:
         assert proc.stdout is not None and proc.stdout.readline().strip() == b"ready"
-        time.sleep(0.7)
+        # Killed while it writes: some rows are in, and the next is on its way.
+        eventually(lambda: store.get_session(sid).n_messages >= 20, "the writer to write rows")
     finally:
         proc.send_signal(signal.SIGKILL)
         proc.wait()

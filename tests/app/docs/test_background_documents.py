@@ -2,9 +2,8 @@
 
 from __future__ import annotations
 
-import time
-
 import httpx
+import pytest
 
 from tests.app.api.kvchat.test_document_routes import (
     BREAD,
@@ -17,6 +16,7 @@ from tests.app.api.kvchat.test_document_routes import (
 )
 from tests.app.api.llama_server.test_metrics_route import sample, scrape
 from tests.app.docs.background.test_doc_prefill import prefill_state, wait_prefilled
+from tests.eventually import eventually
 from tests.server import ServerProcess
 
 LONG_REPLY = {
@@ -45,18 +45,19 @@ def test_a_document_is_not_embedded_while_a_client_request_runs():
             assert r.status_code == 202, r.text
             doc_id = r.json()["id"]
             # The worker stops before embedding and says so while the request generates...
-            deadline = time.monotonic() + 120
-            while yielding(server) != 1:
-                assert time.monotonic() < deadline, "the ingestion worker never yielded"
-                time.sleep(0.02)
+            eventually(lambda: yielding(server) == 1, "the ingestion worker to yield")
             status = call(server, "GET", f"/v1/documents/{doc_id}").json()["status"]
             assert status == "processing"
             assert any(s["state"] != "idle" for s in call(server, "GET", "/slots").json())
+
         # ...and goes on once the request ended (closing the stream cancelled it).
-        deadline = time.monotonic() + 120
-        while (doc := call(server, "GET", f"/v1/documents/{doc_id}").json())["status"] != "ready":
-            assert doc["status"] == "processing" and time.monotonic() < deadline, doc
-            time.sleep(0.05)
+        def ready() -> bool:
+            doc = call(server, "GET", f"/v1/documents/{doc_id}").json()
+            if doc["status"] not in ("processing", "ready"):
+                pytest.fail(f"the document did not go on: {doc}")
+            return doc["status"] == "ready"
+
+        eventually(ready, "the document to be ready")
         assert yielding(server) == 0
 
 

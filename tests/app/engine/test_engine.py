@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
@@ -17,6 +16,7 @@ from app.engine.prefix_reuse import TAIL_BEFORE_PARK_MIN
 from app.engine.request import GenerationRequest, RequestError
 from app.engine.sampler import SamplingParams
 from mm.token_sequence import MediaChunk, TokenSequence
+from tests.eventually import eventually, eventually_async
 
 GREEDY = SamplingParams(temperature=0.0)
 
@@ -309,10 +309,8 @@ def test_full_kv_stops_one_request_and_the_rest_complete(model_path: str):
 
 
 def wait_for_cached(engine: Engine, slot: int, n: int) -> int:
-    deadline = time.monotonic() + 30
-    while (cached := engine.slots()[slot].n_cached) < n and time.monotonic() < deadline:
-        time.sleep(0.02)
-    return cached
+    eventually(lambda: engine.slots()[slot].n_cached >= n, f"slot {slot} to cache {n} tokens")
+    return engine.slots()[slot].n_cached
 
 
 def test_reply_cut_by_max_tokens_prefills_its_last_token_and_the_continuation(engine: Engine):
@@ -625,7 +623,10 @@ def test_an_idle_engine_waits_for_a_request_still_arriving_and_prefills_both_at_
         async def burst() -> None:
             ticket = eng.arrivals.expect()  # the second is still being read by the HTTP layer
             one = asyncio.create_task(collect(eng, GenerationRequest(first, GREEDY, max_tokens=2)))
-            await asyncio.sleep(0.3)
+            # The first is admitted: the idle engine now waits for the second to arrive.
+            await eventually_async(
+                lambda: any(s.state != "idle" for s in eng.slots()), "the first to be admitted"
+            )
             stream = eng.open(GenerationRequest(second, GREEDY, max_tokens=2), arrival=ticket)
             assert eng.arrivals.pending == 0  # settled as the task was queued
             await one

@@ -1,4 +1,4 @@
-"""POST /v1/messages (Anthropic's Messages API, issue 29) through a real server with the tiny
+"""POST /v1/messages (Anthropic's Messages API) through a real server with the tiny
 test projector, with the official `anthropic` SDK, streamed and not."""
 
 from __future__ import annotations

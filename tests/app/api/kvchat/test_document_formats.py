@@ -1,5 +1,5 @@
-"""Issue 31 through a real server: DOCX, source code and text/* uploads ingested and searched;
-corrupt DOCX and PDF files refused with a 400 (nothing stored, nothing left `processing`);
+"""Document formats through a real server: DOCX, source code and text/* uploads ingested and
+searched; corrupt DOCX and PDF files refused with a 400 (nothing stored, nothing left `processing`);
 other types refused naming the accepted ones; a collection embedded by one backend refused
 (409) by a server of another, across a restart on the same data directory."""
 

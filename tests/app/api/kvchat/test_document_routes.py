@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import json
-import time
 from collections.abc import Iterator
 
 import httpx
 import pytest
 
 from bench.lib.server_process import ServerProcess
+from tests.eventually import eventually
 from tests.rag.pdfs import make_pdf
 
 MAX_BYTES = 50_000
@@ -50,15 +50,15 @@ def new_collection(server: ServerProcess, name: str, **fields: object) -> str:
 
 def wait_ready(server: ServerProcess, doc_id: str) -> dict:
     seen = []
-    deadline = time.monotonic() + 180
-    while time.monotonic() < deadline:
+
+    def ended() -> dict | None:
         doc = call(server, "GET", f"/v1/documents/{doc_id}").json()
         seen.append(doc["status"])
-        if doc["status"] in ("ready", "error"):
-            assert set(seen) <= {"queued", "processing", "ready", "error"}
-            return doc
-        time.sleep(0.1)
-    raise TimeoutError(f"document {doc_id} stayed {seen[-1]}")
+        return doc if doc["status"] in ("ready", "error") else None
+
+    doc = eventually(ended, f"document {doc_id} to be ingested")
+    assert set(seen) <= {"queued", "processing", "ready", "error"}, seen
+    return doc
 
 
 def upload_text(server: ServerProcess, col: str, filename: str, text: str) -> dict:

@@ -10,6 +10,7 @@ import pytest
 
 from bench.lib.server_process import ServerProcess
 from tests.db_urls import fresh_database_url
+from tests.eventually import eventually
 
 SYSTEM = (
     "You are a patient tutor. You answer questions about geography, history and science in "
@@ -184,12 +185,10 @@ def test_a_second_turn_while_one_is_generating_gets_409(server: ServerProcess):
         assert busy.status_code == 409
         assert busy.json()["error"]["code"] == "session_busy"
     # The stream was closed early: its reply is stored as cancelled, and the session goes on.
-    deadline = 50
-    while (
-        deadline and len(httpx.get(f"{server.base_url}/v1/sessions/{sid}").json()["messages"]) < 2
-    ):
-        deadline -= 1
-        httpx.get(f"{server.base_url}/health")  # a short pause that asks the server something
+    eventually(
+        lambda: len(httpx.get(f"{server.base_url}/v1/sessions/{sid}").json()["messages"]) == 2,
+        "the cancelled reply to be stored",
+    )
     assert say(server, sid, "Hello?", max_tokens=4)["session_id"] == sid
     roles = [
         m["role"] for m in httpx.get(f"{server.base_url}/v1/sessions/{sid}").json()["messages"]

@@ -6,7 +6,6 @@ from __future__ import annotations
 import json
 import signal
 import threading
-import time
 from pathlib import Path
 
 import httpx
@@ -14,6 +13,7 @@ import pytest
 
 from bench.lib.server_process import ServerProcess
 from tests.db_urls import fresh_database_url
+from tests.eventually import eventually
 
 SLOW = {"max_tokens": 400, "ignore_eos": True, "temperature": 0}
 
@@ -156,15 +156,16 @@ def test_a_full_queue_answers_503_with_retry_after(tmp_path: Path):
                     if stop.is_set():
                         return
 
+        def health() -> dict:
+            return httpx.get(f"{srv.base_url}/health").json()
+
         threads = [threading.Thread(target=hold) for _ in range(2)]
         try:
-            for t in threads:
-                t.start()
-                time.sleep(0.5)
-            deadline = time.monotonic() + 30
-            while httpx.get(f"{srv.base_url}/health").json()["queue"] < 1:
-                assert time.monotonic() < deadline
-                time.sleep(0.1)
+            # One after the other: the first runs, then the second fills the queue.
+            threads[0].start()
+            eventually(lambda: health()["slots_processing"] >= 1, "the first request to run")
+            threads[1].start()
+            eventually(lambda: health()["queue"] >= 1, "the second request to wait")
             r = httpx.post(chat, json={**body, "stream": False}, timeout=30)
             assert r.status_code == 503
             assert int(r.headers["Retry-After"]) >= 1

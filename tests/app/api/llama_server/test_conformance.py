@@ -1,6 +1,5 @@
-"""API conformance and the newcomer findings of issue 13, through a real server.
-
-Each test named after a finding failed before its fix (see the issue's "Why" list)."""
+"""API conformance through a real server: what a newcomer to the API tripped over, each
+test named after a finding (each failed before its fix)."""
 
 from __future__ import annotations
 
@@ -14,6 +13,7 @@ import openai
 import pytest
 
 from bench.lib.server_process import ServerProcess
+from tests.eventually import eventually
 
 LIMIT = 200_000  # --max-body-bytes of this server
 
@@ -128,7 +128,7 @@ def test_response_format_json_object_starts_an_object(server: ServerProcess):
 def test_tools_where_a_route_takes_none_are_refused_with_a_400_that_says_so(
     server: ServerProcess,
 ):
-    # Chat completions take tools (issue 29, tests/app/api/openai/test_tool_calls.py); text
+    # Chat completions take tools (tests/app/api/openai/test_tool_calls.py); text
     # completions do not, and the legacy `functions` is refused everywhere.
     tool = {"type": "function", "function": {"name": "f", "parameters": {"type": "object"}}}
     r = post(server, "/v1/completions", {"prompt": "Hi", "tools": [tool]})
@@ -238,17 +238,15 @@ def test_a_cancelled_request_logs_its_slot_and_tokens(server: ServerProcess):
         for line in r.iter_lines():
             if line.startswith("data: {") and json.loads(line[6:])["choices"][0]["text"]:
                 break  # one token came: go away
-    deadline = time.monotonic() + 60
-    while True:
-        lines = [
+
+    def cancelled_lines() -> list[dict]:
+        return [
             json.loads(x[x.index("{") :])
             for x in server.log(200_000).splitlines()
             if '"event": "request"' in x and '"outcome": "cancelled"' in x
         ]
-        if lines or time.monotonic() > deadline:
-            break
-        time.sleep(0.1)
-    assert lines, "no log line for the cancelled request"
+
+    lines = eventually(cancelled_lines, "a log line for the cancelled request")
     assert lines[-1]["slot"] >= 0
     assert lines[-1]["completion_tokens"] >= 1
 

@@ -12,6 +12,7 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from bench.lib.server_process import ServerProcess
+from tests.eventually import eventually
 
 Samples = dict[tuple[str, frozenset[tuple[str, str]]], float]
 # llama-server's series, in its order.
@@ -168,11 +169,13 @@ def test_a_refused_regenerate_counts_as_a_rejected_session_turn(server: ServerPr
 
 def wait_for_arriving(server: ServerProcess, n: int) -> None:
     """The gauge reaches n (it is read at scrape; the server settles a ticket as it goes on)."""
-    for _ in range(600):
-        if sample(scrape(server), "kvchat_requests_arriving") == n:
-            return
-        time.sleep(0.05)
-    raise AssertionError(f"kvchat_requests_arriving never read {n}")
+
+    def reads_n() -> bool:
+        value = sample(scrape(server), "kvchat_requests_arriving")
+        assert value == n, value
+        return True
+
+    eventually(reads_n, f"kvchat_requests_arriving to read {n}")
 
 
 def test_speculation_is_reported_in_timings_and_counted(server: ServerProcess):

@@ -6,7 +6,6 @@ way the slot's KV can come back, so cached tokens after a restore prove the rest
 
 from __future__ import annotations
 
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -14,6 +13,7 @@ import httpx
 import pytest
 
 from bench.lib.server_process import ServerProcess
+from tests.eventually import eventually
 
 PROMPT = (
     "The lighthouse keeper climbed the spiral stairs every evening at dusk, carrying a small "
@@ -157,13 +157,14 @@ def test_a_busy_slot_answers_409(http: httpx.Client, server: ServerProcess):
         reply = action(http, 1, "save", "busy.bin")
         assert reply.status_code == 409, reply.text
         assert reply.json()["error"]["code"] == "slot_busy"
+
     # The stream was closed: once the request is cancelled, the slot accepts actions again.
-    for _ in range(100):
-        if action(http, 1, "erase").status_code == 200:
-            break
-        time.sleep(0.05)
-    else:
-        pytest.fail("slot 1 stayed busy")
+    def erased() -> bool:
+        reply = action(http, 1, "erase")
+        assert reply.status_code == 200, reply.text
+        return True
+
+    eventually(erased, "slot 1 to be free")
 
 
 def test_a_parked_slot_is_saved_with_what_its_conversation_holds(tmp_dir: Path):

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import io
 import threading
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -15,9 +14,9 @@ import pytest
 from PIL import Image
 
 from bench.lib.server_process import ServerProcess
+from tests.eventually import eventually
 
 TURN = {"max_tokens": 8, "temperature": 0}
-HANG_GUARD_S = 300.0  # a hung wait fails instead of blocking the suite (not a timing check)
 
 
 @pytest.fixture(scope="module")
@@ -140,13 +139,6 @@ def test_uploads_are_replayed_with_the_same_id(server: ServerProcess):
     assert [d["id"] for d in listed] == [first.json()["id"]]
 
 
-def wait_for(check, what: str) -> None:
-    deadline = time.monotonic() + HANG_GUARD_S
-    while not check():
-        assert time.monotonic() < deadline, what
-        time.sleep(0.05)
-
-
 def test_a_turn_whose_server_died_mid_reply_is_answered_once_by_the_retry(tmp_path: Path):
     """kill -9 while the reply is generated (the user message stored, the key held); the retry
     with the same key, on a new server on the same database, waits for the dead one's hold to
@@ -167,9 +159,11 @@ def test_a_turn_whose_server_died_mid_reply_is_answered_once_by_the_retry(tmp_pa
 
         sender = threading.Thread(target=send)
         sender.start()
-        wait_for(lambda: len(stored(first, sid)) == 1, "the user message was never stored")
-        wait_for(lambda: httpx.get(first.base_url + "/health").json()["slots_processing"],
-                 "the reply never started")  # fmt: skip
+        eventually(lambda: len(stored(first, sid)) == 1, "the user message to be stored")
+        eventually(
+            lambda: httpx.get(first.base_url + "/health").json()["slots_processing"],
+            "the reply to start",
+        )
         first.proc.kill()  # SIGKILL: the hold on the key is never let go
         first.proc.wait()
         sender.join()

@@ -4,7 +4,6 @@ for it, whatever cache_salt it sends), sessions or media."""
 from __future__ import annotations
 
 import io
-import time
 
 import httpx
 from PIL import Image
@@ -14,6 +13,7 @@ from app.api.middleware.auth import tenant_salt
 from app.db.models import MediaBytes
 from app.db.store import Store
 from tests.app.api.keyed_server import KeyedServer
+from tests.eventually import eventually
 
 SECRET = (
     "Internal memo for the board only. Project Falcon will be cancelled next quarter; the "
@@ -100,11 +100,11 @@ def test_another_tenant_cannot_read_or_delete_media_and_delete_frees_it(keyed: K
 
 
 def wait_ready(keyed: KeyedServer, auth: dict[str, str], document_id: str) -> None:
-    deadline = time.monotonic() + 180  # ingestion (embedder load) is a condition to wait for
-    while (state := httpx.get(f"{keyed.url}/v1/documents/{document_id}", headers=auth).json())[
-        "status"
-    ] not in ("ready", "error") and time.monotonic() < deadline:
-        time.sleep(0.2)
+    def ingested() -> dict | None:
+        state = httpx.get(f"{keyed.url}/v1/documents/{document_id}", headers=auth).json()
+        return state if state["status"] in ("ready", "error") else None
+
+    state = eventually(ingested, f"document {document_id} to be ingested")
     assert state["status"] == "ready", state
 
 

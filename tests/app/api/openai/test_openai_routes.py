@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import contextlib
 import json
-import time
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 
@@ -14,6 +13,7 @@ import pytest
 
 from app.engine.blend_gate import BAR
 from bench.lib.server_process import ServerProcess
+from tests.eventually import eventually
 
 SYSTEM = (
     "You are a helpful assistant for a small bakery called The Golden Crust. The bakery opens "
@@ -62,13 +62,13 @@ def common_prefix(a: list[int], b: list[int]) -> int:
     return n
 
 
-def wait_all_idle(server: ServerProcess, limit: float = 60.0) -> list[dict]:
-    deadline = time.monotonic() + limit
-    while True:
+def wait_all_idle(server: ServerProcess) -> list[dict]:
+    def idle() -> list[dict]:
         slots = httpx.get(server.base_url + "/slots").json()
-        if all(s["state"] == "idle" for s in slots) or time.monotonic() > deadline:
-            return slots
-        time.sleep(0.1)
+        assert all(s["state"] == "idle" for s in slots), [s["state"] for s in slots]
+        return slots
+
+    return eventually(idle, "every slot to be idle")
 
 
 def test_chat_non_streaming(client: openai.OpenAI):
@@ -131,10 +131,10 @@ def test_next_turn_reuses_reply_and_prefilled_turn_boundary(
     assert turn1.choices[0].finish_reason == "stop"  # ended on end-of-turn
     kept = turn1.usage.prompt_tokens + turn1.usage.completion_tokens
     slot = turn1.model_extra["timings"]["id_slot"]
-    deadline = time.monotonic() + 30
-    while httpx.get(server.base_url + "/slots").json()[slot]["n_cached"] <= kept:
-        assert time.monotonic() < deadline, "the turn boundary was never prefilled"
-        time.sleep(0.05)
+    eventually(
+        lambda: httpx.get(server.base_url + "/slots").json()[slot]["n_cached"] > kept,
+        "the turn boundary to be prefilled",
+    )
     second = [
         *first,
         {"role": "assistant", "content": turn1.choices[0].message.content},

@@ -1,4 +1,4 @@
-"""Reasoning through a real server (issue 30): a reply's `<think>` block comes back as
+"""Reasoning through a real server: a reply's `<think>` block comes back as
 `reasoning_content`, in whole replies and streamed apart, per --reasoning-format and the
 request's `reasoning_format`; a session stores it apart and leaves it out of the next prompt
 as the template does (SmolLM2's shows only content).

@@ -1,4 +1,4 @@
-"""Tool calling on /v1/chat/completions (issue 29) through a real server, with the official
+"""Tool calling on /v1/chat/completions through a real server, with the official
 OpenAI SDK. The tiny model need not choose well: `required` and named tool choices make the
 grammar write the call, so its arguments always parse and follow the schema."""
 

@@ -1,4 +1,4 @@
-"""The Responses API (issue 29) on top of sessions, through a real server with the tiny test
+"""The Responses API on top of sessions, through a real server with the tiny test
 projector, with the official OpenAI SDK, streamed and not."""
 
 from __future__ import annotations

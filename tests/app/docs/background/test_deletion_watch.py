@@ -10,6 +10,7 @@ from app.db.documents.document_store import DocumentStore
 from app.db.replicas.deletion_log import DeletionLog
 from app.db.store import Store
 from app.docs.background.deletion_watch import DeletionWatch
+from tests.eventually import eventually_async
 
 
 def test_each_deleted_document_is_forgotten_once_in_log_order(tmp_path: Path):
@@ -47,12 +48,7 @@ def test_each_deleted_document_is_forgotten_once_in_log_order(tmp_path: Path):
         watch.poll_s = 0.01
         watch.start()
         docs.delete_collection("", col)
-
-        async def third() -> None:
-            while len(forgotten) < 3:
-                await asyncio.sleep(0.01)
-
-        await asyncio.wait_for(third(), 120)  # a hang guard, not a timing threshold
+        await eventually_async(lambda: len(forgotten) >= 3, "the watch to find the third delete")
         watch.stop()
         assert forgotten == [{a}, {b}, {c}]
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import time
 from collections.abc import Iterator
 
 import pytest
@@ -21,6 +20,7 @@ from tests.app.api.kvchat.test_document_routes import (
     upload_text,
 )
 from tests.app.api.llama_server.test_metrics_route import Samples, sample, scrape
+from tests.eventually import eventually
 
 
 @pytest.fixture(scope="module")
@@ -31,25 +31,23 @@ def server(tmp_path_factory) -> Iterator[ServerProcess]:
 
 
 def wait_prefilled(server: ServerProcess, doc_id: str) -> dict:
-    deadline = time.monotonic() + 180  # the engine prefills while no request runs
-    while time.monotonic() < deadline:
+    def ended() -> dict | None:  # the engine prefills while no request runs
         doc = call(server, "GET", f"/v1/documents/{doc_id}").json()
         if doc["prefill"] in ("done", "failed"):
             return doc
-        assert doc["prefill"] == "queued", doc
-        time.sleep(0.1)
-    raise TimeoutError(f"the prefill of {doc_id} did not end")
+        if doc["prefill"] != "queued":
+            pytest.fail(f"prefill state {doc['prefill']!r} before it ended: {doc}")
+        return None
+
+    return eventually(ended, f"the prefill of {doc_id} to end")
 
 
 def prefill_state(server: ServerProcess, doc_id: str) -> str:
-    deadline = time.monotonic() + 180
-    while (state := call(server, "GET", f"/v1/documents/{doc_id}").json()["prefill"]) in (
-        None,
-        "queued",
-    ):
-        assert time.monotonic() < deadline, state
-        time.sleep(0.1)
-    return state
+    def settled() -> str | None:
+        state = call(server, "GET", f"/v1/documents/{doc_id}").json()["prefill"]
+        return None if state in (None, "queued") else state
+
+    return eventually(settled, f"the prefill state of {doc_id} to settle")
 
 
 def test_the_first_question_about_a_prefilled_document_reuses_head_and_chunks(server):
@@ -130,16 +128,18 @@ def test_a_documents_chunk_kv_reports_its_progress_and_the_background_gauges_dra
         assert r.status_code == 202, r.text
         doc_id = r.json()["id"]
         seen: list[dict] = []
-        deadline = time.monotonic() + 300  # a guard against a hang, not a timing
-        while True:
+
+        def kv_ended() -> dict | None:
             doc = call(server, "GET", f"/v1/documents/{doc_id}").json()
-            assert doc["status"] in ("queued", "processing", "ready"), doc
+            if doc["status"] not in ("queued", "processing", "ready"):
+                pytest.fail(f"the document failed: {doc}")
             if doc["kv"] is not None:
                 seen.append(doc["kv"])
                 if doc["kv"]["state"] in ("done", "failed"):
-                    break
-            assert time.monotonic() < deadline, (doc, seen)
-            time.sleep(0.05)
+                    return doc
+            return None
+
+        doc = eventually(kv_ended, "the chunk KV to be computed")
         n_chunks = len(call(server, "GET", f"/v1/documents/{doc_id}/chunks").json()["data"])
         assert n_chunks > 1
         assert doc["status"] == "ready" and doc["prefill"] == "done"
