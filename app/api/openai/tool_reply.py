@@ -67,7 +67,7 @@ class ToolCallWriter:
         return sse(self.envelope.chunk(choice, **extra))
 
     def start(self) -> Iterable[str]:
-        yield self._chunk({"role": "assistant", "content": ""})
+        yield self._chunk({"role": "assistant", "content": None})  # as a chat without tools
 
     def text(self, event: TextDelta) -> Iterable[str]:
         return self._pieces(self.split.feed(event.text))

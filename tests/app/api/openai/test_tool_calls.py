@@ -84,6 +84,17 @@ def test_a_named_tool_choice_calls_that_tool_streamed(client: openai.OpenAI):
     assert isinstance(json.loads(calls[0]["arguments"])["city"], str)
 
 
+def test_a_streamed_reply_with_tools_never_sends_empty_content(client: openai.OpenAI):
+    """As without tools (and as llama-server's own test client checks): the first delta names
+    the role with no content, and every content delta that follows holds text."""
+    stream = client.chat.completions.create(
+        model="m", messages=ASK, tools=[WEATHER], max_tokens=8, stream=True, temperature=0
+    )
+    deltas = [choice.delta for chunk in stream for choice in chunk.choices]
+    assert deltas[0].role == "assistant" and deltas[0].content is None
+    assert all(d.content is None or d.content != "" for d in deltas)
+
+
 def test_tool_choice_none_answers_in_text(client: openai.OpenAI):
     reply = client.chat.completions.create(
         model="m", messages=ASK, tools=[WEATHER], tool_choice="none", max_tokens=8
