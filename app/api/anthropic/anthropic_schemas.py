@@ -57,8 +57,24 @@ class ToolResultBlock(BaseModel):
         return "".join(b.text for b in self.content)
 
 
+class ThinkingBlock(BaseModel):
+    """An earlier reply's thought, sent back in the history (its signature is not checked)."""
+
+    type: Literal["thinking"]
+    thinking: str
+    signature: str | None = None
+
+
+class RedactedThinkingBlock(BaseModel):
+    """A thought the client holds only encrypted: nothing of it reaches the prompt."""
+
+    type: Literal["redacted_thinking"]
+    data: str = ""
+
+
 Block = Annotated[
-    TextBlock | ImageBlock | ToolUseBlock | ToolResultBlock, Field(discriminator="type")
+    TextBlock | ImageBlock | ToolUseBlock | ToolResultBlock | ThinkingBlock | RedactedThinkingBlock,
+    Field(discriminator="type"),
 ]
 
 
@@ -171,6 +187,9 @@ def _assistant(blocks: list[Any]) -> dict[str, Any]:
     message: dict[str, Any] = {"role": "assistant", "content": text}
     if calls:
         message["tool_calls"] = calls
+    thought = "".join(b.thinking for b in blocks if isinstance(b, ThinkingBlock))
+    if thought:  # as llama-server: the template decides whether the history shows it
+        message["reasoning_content"] = thought
     return message
 
 

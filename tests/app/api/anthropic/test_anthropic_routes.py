@@ -160,6 +160,33 @@ def test_count_tokens_counts_the_prompt_a_message_would_start_from(
     assert raw.status_code == 200 and raw.json() == {"input_tokens": plain}
 
 
+def test_thinking_blocks_in_the_history_reach_a_template_that_shows_them(
+    client: anthropic.Anthropic,
+):
+    """A client such as Claude Code sends earlier replies' thinking back: it is the assistant
+    message's reasoning, which this template (ChatML) does not show, so it counts nothing, and
+    a redacted thought is taken too."""
+    call = {"type": "tool_use", "id": "call_1", "name": "get_weather", "input": {"city": "Oslo"}}
+    thought = {"type": "thinking", "thinking": "Look it up.", "signature": "sig"}
+    hidden = {"type": "redacted_thinking", "data": "opaque"}
+    result = {"type": "tool_result", "tool_use_id": "call_1", "content": "Sunny"}
+
+    def history(*blocks: dict) -> list[dict]:
+        return [
+            *HELLO,
+            {"role": "assistant", "content": [*blocks, call]},
+            {"role": "user", "content": [result]},
+        ]
+
+    kw = {"model": "m", "tools": [WEATHER]}
+    plain = client.messages.count_tokens(messages=history(), **kw).input_tokens
+    assert (
+        client.messages.count_tokens(messages=history(thought, hidden), **kw).input_tokens == plain
+    )
+    reply = client.messages.create(messages=history(thought), max_tokens=2, **kw)
+    assert reply.type == "message"
+
+
 def test_errors_come_in_anthropic_s_shape(server: ServerProcess, client: anthropic.Anthropic):
     with pytest.raises(anthropic.BadRequestError) as e:
         client.messages.create(model="m", max_tokens=8, messages=[])
