@@ -11,8 +11,8 @@ from typing import Any
 
 from app.chat.messages import ChatMessage, ImagePart
 from app.chat.prompter import Prompter
+from app.engine.llama.vision import Vision
 from app.engine.request import RequestError
-from app.engine.vision import Vision
 from app.media.media_store import MediaStore, image_limits
 from mm.image import ImageError, decode_image, image_bytes_from_url
 from mm.mtmd_bridge import ImageChunk, ImageInput

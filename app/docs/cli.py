@@ -31,8 +31,8 @@ from app.docs.ingest_lease import LeaseKeeper
 from app.docs.ingestor import ingest_document
 from app.docs.library import DocLibrary
 from app.docs.reembed import ReembedConflict, reembed_collection
-from app.engine.config import EngineConfig
-from app.engine.model import Model
+from app.engine.engine_config import EngineConfig
+from app.engine.llama.model import Model
 from rag.chunker import DEFAULT_CHUNK_TOKENS, DEFAULT_OVERLAP_TOKENS
 from rag.errors import DocumentError
 from rag.loader import load

@@ -1,9 +1,9 @@
 """`Engine`: one thread that owns the llama context and runs the scheduler loop.
 
-The loop (app/engine/engine_loop.py) takes in submitted tasks, admits waiting ones to slots
-(prefix reuse, parking idle KV) and runs one `Stepper` step (app/engine/stepper.py: plan,
+The loop (app/engine/core/engine_loop.py) takes in submitted tasks, admits waiting ones to slots
+(prefix reuse, parking idle KV) and runs one `Stepper` step (app/engine/core/stepper.py: plan,
 llama_decode, sample) at a time. The outside enters through `Engine`'s methods only: it builds
-its parts (app/engine/engine_parts.py) and hands out results, never the parts themselves.
+its parts (app/engine/core/engine_parts.py) and hands out results, never the parts themselves.
 
 The HTTP event loop never calls llama.cpp: it submits a Task and awaits its events, which the
 engine thread hands over with `loop.call_soon_threadsafe`. `llama_decode` is a ctypes call, which
@@ -11,7 +11,7 @@ releases the GIL, so the event loop keeps serving while a batch is computed.
 
 Every graph (warm-up, decode, the projector's warm-up and image encodes) runs on the engine thread
 for the life of the process: `start()` opens the vision projector and warms up there, and the
-model then refuses compute from any other thread (see app/engine/model.py).
+model then refuses compute from any other thread (see app/engine/llama/model.py).
 """
 
 from __future__ import annotations
@@ -25,17 +25,17 @@ from concurrent.futures import Future
 from pathlib import Path
 
 from app.cache.state_file import cached_fingerprint
-from app.engine.arrivals import Arrival
 from app.engine.background_tasks import BackgroundTasks
-from app.engine.config import EngineConfig
+from app.engine.core.arrivals import Arrival
+from app.engine.core.engine_parts import build_parts
+from app.engine.core.request_defaults import apply_defaults
+from app.engine.core.slot import SlotInfo
 from app.engine.decode_counts import DecodeCounts
+from app.engine.engine_config import EngineConfig
 from app.engine.engine_info import CacheStats, ModelInfo
-from app.engine.engine_parts import build_parts
-from app.engine.model import Model
+from app.engine.kv.slot_files import SlotRestored, SlotSaved
+from app.engine.llama.model import Model
 from app.engine.request import GenerationRequest
-from app.engine.request_defaults import apply_defaults
-from app.engine.slot import SlotInfo
-from app.engine.slot_files import SlotRestored, SlotSaved
 from app.engine.stream import EngineStream
 from app.engine.task import Sink, Task
 from app.engine.tokenizer import Tokenizer
@@ -135,7 +135,8 @@ class Engine:
         return max(1, min(share, self.model.n_ctx))
 
     def validate(self, request: GenerationRequest) -> None:
-        """Check a request, its defaults and limits applied (app/engine/request_defaults.py)."""
+        """Check a request, its defaults and limits applied
+        (app/engine/core/request_defaults.py)."""
         apply_defaults(request, self.config, self.model)
         request.check(
             self.n_ctx_request,
@@ -199,7 +200,7 @@ class Engine:
 
     @property
     def n_arriving(self) -> int:
-        """Generation requests received and not yet submitted (app/engine/arrivals.py)."""
+        """Generation requests received and not yet submitted (app/engine/core/arrivals.py)."""
         return self.arrivals.pending
 
     def expect_arrival(self) -> Arrival:
@@ -298,7 +299,7 @@ class Engine:
         return self.blend.chunks.has(salt, head, tokens)
 
     async def save_slot(self, id_slot: int, path: Path) -> SlotSaved:
-        """A slot's KV, tokens and salt into `path` (app/engine/slot_files.py)."""
+        """A slot's KV, tokens and salt into `path` (app/engine/kv/slot_files.py)."""
         return await self.slot_files.save(id_slot, path)
 
     async def restore_slot(self, id_slot: int, path: Path) -> SlotRestored:

@@ -12,9 +12,9 @@ import time
 from collections.abc import AsyncIterator
 from typing import Protocol
 
-from app.engine.arrivals import Arrival
+from app.engine.core.arrivals import Arrival
+from app.engine.core.outbox import Outbox
 from app.engine.events import Event, Failed, Finished, TextDelta
-from app.engine.outbox import Outbox
 from app.engine.request import GenerationRequest
 from app.engine.task import Sink, Task
 

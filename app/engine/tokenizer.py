@@ -2,7 +2,7 @@
 
 `Engine.tokenizer` hands the loaded model out under this type, so that prompt building
 (app/chat/prompter.py) and document token counts (app/docs/) cannot reach the KV or the
-llama context. Any thread may call it: the vocabulary never changes (see app/engine/model.py).
+llama context. Any thread may call it: the vocabulary never changes (see app/engine/llama/model.py).
 """
 
 from __future__ import annotations

@@ -4,8 +4,8 @@ import pytest
 
 from app.chat.conversation import conversation_prompt
 from app.chat.prompter import Prompter
-from app.engine.config import EngineConfig
-from app.engine.model import Model
+from app.engine.engine_config import EngineConfig
+from app.engine.llama.model import Model
 
 
 @pytest.fixture(scope="module")

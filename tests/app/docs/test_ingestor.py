@@ -225,8 +225,8 @@ def test_stored_token_ids_spell_the_chunk_with_its_header_in_the_chat_model(
     tmp_path: Path, model_path: str
 ):
     from app.docs.doc_prompt import token_counter
-    from app.engine.config import EngineConfig
-    from app.engine.model import Model
+    from app.engine.engine_config import EngineConfig
+    from app.engine.llama.model import Model
 
     model = Model(EngineConfig(model_path=model_path, n_ctx=256, n_parallel=1))
     rig = Rig(tmp_path, token_counter(model))

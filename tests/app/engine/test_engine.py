@@ -10,10 +10,10 @@ from typing import Any
 
 import pytest
 
-from app.engine.config import EngineConfig
 from app.engine.engine import Engine
+from app.engine.engine_config import EngineConfig
 from app.engine.events import Failed, Finished, TextDelta
-from app.engine.prefix_reuse import TAIL_BEFORE_PARK_MIN
+from app.engine.kv.prefix_reuse import TAIL_BEFORE_PARK_MIN
 from app.engine.request import GenerationRequest, RequestError
 from app.engine.sampler import SamplingParams
 from mm.token_sequence import MediaChunk, TokenSequence

@@ -1,7 +1,7 @@
 from __future__ import annotations
 
-from app.engine.config import EngineConfig
-from app.engine.model import Model
+from app.engine.engine_config import EngineConfig
+from app.engine.llama.model import Model
 from app.engine.sampler import Sampler, SamplingParams
 
 

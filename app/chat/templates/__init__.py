@@ -1,0 +1,3 @@
+"""Chat templates: the model's Jinja template rendered as llama-server renders it
+(`chat_template`), llama.cpp's built-in templates (`builtin_template`), and which one a server
+uses (`template_choice`)."""
