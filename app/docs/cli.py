@@ -31,8 +31,7 @@ from app.docs.ingest_lease import LeaseKeeper
 from app.docs.ingestor import ingest_document
 from app.docs.library import DocLibrary
 from app.docs.reembed import ReembedConflict, reembed_collection
-from app.engine.engine_config import EngineConfig
-from app.engine.llama.model import Model
+from app.engine.vocabulary import open_vocabulary
 from rag.chunker import DEFAULT_CHUNK_TOKENS, DEFAULT_OVERLAP_TOKENS
 from rag.errors import DocumentError
 from rag.loader import load
@@ -128,9 +127,9 @@ def ingest(args: argparse.Namespace, settings: Settings, store: Store) -> int:
             "", args.collection, args.chunk_tokens, args.overlap_tokens, None
         )
     )
-    model = Model(EngineConfig(settings.model_path(), n_ctx=256, n_parallel=1, warmup=False))
+    model = open_vocabulary(settings.model_path())
     library = library_of(settings, chunk_store)
-    key = cached_fingerprint(model.path)
+    key = cached_fingerprint(settings.model_path())
     worker = f"cli:{socket.gethostname()[:100]}:{os.getpid()}"
     failed = 0
     try:

@@ -35,7 +35,7 @@ class Arrival:
         """The request was submitted (its task is in the engine's inbox) or will never be."""
         if not self._settled:
             self._settled = True
-            self._arrivals._settle()
+            self._arrivals.settle_one()
 
 
 class Arrivals:
@@ -53,7 +53,8 @@ class Arrivals:
             self._pending += 1
         return Arrival(self)
 
-    def _settle(self) -> None:
+    def settle_one(self) -> None:
+        """One ticket settled (`Arrival.settle` calls it, once per ticket)."""
         with self._lock:
             self._pending -= 1
         self._wake()

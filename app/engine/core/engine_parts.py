@@ -39,6 +39,8 @@ from app.engine.speculation.speculator import Speculator
 
 @dataclass(slots=True)
 class EngineParts:
+    config: EngineConfig
+    model: Model
     speculator: Speculator
     scheduler: Scheduler
     arrivals: Arrivals
@@ -113,6 +115,8 @@ def build_parts(
         blend,
     )
     return EngineParts(
+        config=config,
+        model=model,
         speculator=speculator,
         scheduler=scheduler,
         arrivals=arrivals,

@@ -311,7 +311,7 @@ def test_a_document_whose_worker_died_is_taken_over_once_its_lease_ran_out(rig: 
     live.start()
     live.stop()
     assert rig.status(doc) == ("processing", None)  # the lease still runs: not taken
-    with rig.store._tx(write=True) as s:  # time passes: the lease runs out
+    with rig.store.transaction(write=True) as s:  # time passes: the lease runs out
         s.execute(
             update(Document)
             .where(Document.id == doc)

@@ -12,6 +12,7 @@ from app.engine.request import GenerationRequest
 from mm.token_sequence import TokenSequence
 from tests.app.engine.kv.test_sliding_window import gemma_path  # noqa: F401 (fixture)
 from tests.app.engine.test_engine import GREEDY, run, started
+from tests.engine_parts import parts_of
 
 K = 8
 CATS = "[1] cats.txt\nCats purr when content and sleep up to sixteen hours a day.\n\n"
@@ -33,9 +34,9 @@ def engine(model_path: str):
 
 def pieces(engine: Engine) -> tuple[list[int], dict[str, list[int]]]:
     def tok(text: str) -> list[int]:
-        return engine.model.tokenize(text, add_special=False, parse_special=False)
+        return engine.tokenizer.tokenize(text, add_special=False, parse_special=False)
 
-    head = engine.model.tokenize("Answer from the sources.\nSources:\n\n", add_special=False)
+    head = engine.tokenizer.tokenize("Answer from the sources.\nSources:\n\n", add_special=False)
     return head, {"cats": tok(CATS), "rockets": tok(ROCKETS), "etna": tok(ETNA)}
 
 
@@ -44,7 +45,7 @@ def ask(engine: Engine, names: list[str], question: str, blend: bool = True, sal
     prompt = [*head]
     for name in names:
         prompt += chunks[name]
-    tail = engine.model.tokenize(f"Question: {question}\nAnswer:", add_special=False)
+    tail = engine.tokenizer.tokenize(f"Question: {question}\nAnswer:", add_special=False)
     prompt += tail
     plan = None
     if blend:
@@ -76,13 +77,13 @@ def record(engine: Engine, monkeypatch, names: tuple[str, ...]) -> list[str]:
     """The model's calls of `names`, in order, from now on."""
     ops: list[str] = []
     for name in names:
-        real = getattr(engine.model, name)
+        real = getattr(parts_of(engine).model, name)
 
         def recorded(*args, _real=real, _name=name):
             ops.append(_name)
             return _real(*args)
 
-        monkeypatch.setattr(engine.model, name, recorded)
+        monkeypatch.setattr(parts_of(engine).model, name, recorded)
     return ops
 
 
@@ -91,7 +92,8 @@ def test_every_chunk_is_placed_before_the_first_repair_decode(engine, monkeypatc
     pass over the whole cache: placing every chunk before any repair makes that one pass per
     request, not one per chunk."""
     ask(engine, ["etna", "cats", "rockets"], "Which is hot?")  # each chunk's KV is kept
-    monkeypatch.setattr(engine.blend.shifter, "shift", lambda *args: None)  # as a model it cannot
+    shifter = parts_of(engine).blend.shifter
+    monkeypatch.setattr(shifter, "shift", lambda *args: None)  # as a model it cannot
     ops = record(engine, monkeypatch, ("seq_shift", "decode"))
     end, _ = ask(engine, ["cats", "etna", "rockets"], "Which is loud?")
     assert end.timings.chunk_n > 0
@@ -130,7 +132,7 @@ def test_blended_kv_is_never_an_exact_prefix(engine):
 
 def test_deleting_a_document_purges_its_chunk_kv(engine):
     ask(engine, ["rockets", "etna"], "What erupts?")
-    engine.call(lambda: engine.reuse.forget_documents({"etna"})).result()
+    engine.call(lambda: parts_of(engine).reuse.forget_documents({"etna"})).result()
     end, _ = ask(engine, ["etna", "rockets"], "What erupts?")
     _, chunks = pieces(engine)
     assert end.timings.chunk_n == len(chunks["rockets"]) - K  # etna computed again
@@ -157,5 +159,5 @@ def test_a_background_chunk_request_keeps_its_kv_unless_its_document_was_deleted
 
     assert kept("cats", "cats-doc")
     # Deleted while its request waited or ran: what it computed is not kept.
-    engine.call(lambda: engine.reuse.forget_documents({"gone-doc"})).result()
+    engine.call(lambda: parts_of(engine).reuse.forget_documents({"gone-doc"})).result()
     assert not kept("etna", "gone-doc")

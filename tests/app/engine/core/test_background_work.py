@@ -14,6 +14,7 @@ from app.engine.sampler import SamplingParams
 from app.engine.task import Task
 from mm.token_sequence import TokenSequence
 from tests.app.engine.test_engine import prompt_of, started
+from tests.engine_parts import parts_of
 
 GREEDY = SamplingParams(temperature=0.0)
 LONG = " ".join(
@@ -51,7 +52,7 @@ class DecodeLog:
 @contextmanager
 def logged(engine: Engine, background: list[Task], client: list[Task]) -> Iterator[DecodeLog]:
     log = DecodeLog()
-    decode = engine.model.decode
+    decode = parts_of(engine).model.decode
 
     def logging_decode(batch):  # noqa: ANN001, ANN202 (the Model method's own types)
         bg = background[0].n_done if background else -1
@@ -61,11 +62,11 @@ def logged(engine: Engine, background: list[Task], client: list[Task]) -> Iterat
             fn(len(log.rows) - 1)
         return decode(batch)
 
-    engine.model.decode = logging_decode  # type: ignore[method-assign]
+    parts_of(engine).model.decode = logging_decode  # type: ignore[method-assign]
     try:
         yield log
     finally:
-        engine.model.decode = decode  # type: ignore[method-assign]
+        parts_of(engine).model.decode = decode  # type: ignore[method-assign]
 
 
 def background_request(engine: Engine) -> GenerationRequest:

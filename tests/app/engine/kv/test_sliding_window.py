@@ -8,6 +8,7 @@ from app.engine.engine import Engine
 from app.engine.engine_config import EngineConfig
 from app.engine.request import GenerationRequest
 from tests.app.engine.test_engine import GREEDY, prompt_of, run
+from tests.engine_parts import parts_of
 
 
 @pytest.fixture(scope="module")
@@ -39,7 +40,7 @@ def long_and_early_fork(engine: Engine):
     long = prompt_of(engine, "The history of the region, year by year. " * 90)  # > 2 windows
     early = long.copy()
     early.keep_first(200)
-    early.extend(engine.model.tokenize(" A different ending.", add_special=False))
+    early.extend(engine.tokenizer.tokenize(" A different ending.", add_special=False))
     return long, early
 
 
@@ -47,7 +48,7 @@ def long_and_early_fork(engine: Engine):
 def test_exact_repeat_is_reused_either_way(gemma_path: str, swa_full: bool):
     engine = make_engine(gemma_path, swa_full)
     try:
-        assert engine.model.n_swa > 0
+        assert parts_of(engine).model.n_swa > 0
         long, _ = long_and_early_fork(engine)
         run(engine, GenerationRequest(long, GREEDY, max_tokens=2))
         _, again = run(engine, GenerationRequest(long.copy(), GREEDY, max_tokens=2))

@@ -68,8 +68,8 @@ def test_saves_and_disk_restores_do_no_hashing_or_writing_on_the_engine_thread(
     engine = Engine(config, on_cache_op=on_op)
     engine.start()
     try:
-        a = TokenSequence(engine.model.tokenize("Alpha notes about rivers and tides. " * 6))
-        b = TokenSequence(engine.model.tokenize("Bravo notes about mountains. " * 6))
+        a = TokenSequence(engine.tokenizer.tokenize("Alpha notes about rivers and tides. " * 6))
+        b = TokenSequence(engine.tokenizer.tokenize("Bravo notes about mountains. " * 6))
         run(engine, a)
         run(engine, b)  # one slot: a's KV is saved to host memory and disk first
     finally:

@@ -23,6 +23,7 @@ from app.engine.request import GenerationRequest
 from app.engine.sampler import SamplingParams
 from mm.token_sequence import TokenSequence
 from tests.app.engine.test_engine import GREEDY, run
+from tests.engine_parts import parts_of
 
 DOCUMENT = (
     "The Treaty of Calloway was signed on 14 March 1872 by Admiral Henrietta Voss and the "
@@ -79,7 +80,7 @@ def greedy_pair(plain: Engine, spec: Engine, prompt_of) -> Finished:  # noqa: AN
 
 def chat(engine: Engine, user: str) -> TokenSequence:
     text = f"<|im_start|>user\n{user}<|im_end|>\n<|im_start|>assistant\n"
-    return TokenSequence(engine.model.tokenize(text))
+    return TokenSequence(engine.tokenizer.tokenize(text))
 
 
 def quoting(engine: Engine, document: str = DOCUMENT) -> TokenSequence:
@@ -162,11 +163,11 @@ ROLLBACK_DOCUMENTS = [
 def assert_kv_exact(engine: Engine, prompt: TokenSequence, reply: list[int], slot_id: int) -> int:
     """The slot's KV holds the prompt and the reply as decoded, and nothing more; returns the
     reply tokens it holds."""
-    slot = engine.scheduler.slots[slot_id]
+    slot = parts_of(engine).scheduler.slots[slot_id]
     n_reply = len(slot.cache) - len(prompt)
     assert n_reply >= len(reply) - 1  # the last token may end the reply undecoded
     assert list(slot.cache.tokens) == [*prompt.tokens, *reply[:n_reply]]
-    assert engine.model.seq_pos_max(slot.id) == slot.cache.n_pos - 1  # no stray cells
+    assert parts_of(engine).model.seq_pos_max(slot.id) == slot.cache.n_pos - 1  # no stray cells
     return n_reply
 
 
@@ -182,7 +183,7 @@ def test_rollback_leaves_the_kv_and_the_next_turn_exact(model_path: str):
             reply, _, done = asyncio.run(tokens_of(engine, request))
             rejected += done.timings.draft_n - done.timings.draft_n_accepted
             n_reply = assert_kv_exact(engine, prompt, reply, done.timings.slot)
-            more = engine.model.tokenize("\nMore?", False)
+            more = engine.tokenizer.tokenize("\nMore?", False)
             follow = TokenSequence([*prompt.tokens, *reply, *more])
             _, again = run(engine, GenerationRequest(follow, GREEDY, max_tokens=4, session="s"))
             assert again.cached_tokens == len(prompt) + n_reply
@@ -207,7 +208,7 @@ def test_drafts_beside_other_busy_slots(model_path: str):
         replies = asyncio.run(together())
         for prompt, (reply, _, done) in zip(prompts, replies, strict=True):
             assert_kv_exact(engine, prompt, reply, done.timings.slot)
-        assert "Treaty of Calloway" in engine.model.detokenize(replies[0][0])
+        assert "Treaty of Calloway" in engine.tokenizer.detokenize(replies[0][0])
         assert sum(done.timings.draft_n_accepted for _, _, done in replies) > 0
     finally:
         engine.stop()
@@ -227,7 +228,7 @@ def test_replies_on_the_same_documents_are_a_draft_source(model_path: str):
 
         ask(f"Here is a document:\n{DOCUMENT}\nQuote the document exactly.")
         again = ask("Quote the Treaty of Calloway document from memory.")
-        engine.scheduler.speculator.forget({"doc-1"})  # type: ignore[union-attr]
+        parts_of(engine).scheduler.speculator.forget({"doc-1"})  # type: ignore[union-attr]
         after = ask("Quote the Treaty of Calloway document from memory.")
         assert again.timings.draft_n_accepted > after.timings.draft_n_accepted
     finally:
@@ -253,7 +254,7 @@ def test_greedy_identical_on_the_sliding_window_model(gemma_path: str, words: li
         text = (
             f"<start_of_turn>user\nQuote exactly:\n{document}<end_of_turn>\n<start_of_turn>model\n"
         )
-        prompt = TokenSequence(engine.model.tokenize(text))
+        prompt = TokenSequence(engine.tokenizer.tokenize(text))
         return run(engine, fresh(prompt, max_tokens=40))
 
     (want, _), (got, done) = reply(plain), reply(spec)
