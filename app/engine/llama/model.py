@@ -169,8 +169,13 @@ class Model:
 
     @property
     def ctx(self) -> llama_cpp.llama_context_p:
-        """For samplers only (they read logits from the context)."""
+        """For samplers (they read logits from the context) and the projector's image eval."""
         return self._ctx
+
+    @property
+    def handle(self) -> llama_cpp.llama_model_p:
+        """The loaded model, for the projector only (mtmd opens its context on it)."""
+        return self._model
 
     @property
     def vocab(self) -> llama_cpp.llama_vocab_p:

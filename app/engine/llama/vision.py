@@ -41,7 +41,7 @@ class Vision:
         """Load the projector; its warm-up encode runs here, so call it on the engine thread
         (the engine's `start` does, before any request)."""
         check_mmproj(self._path)  # a badly typed file would abort inside llama.cpp
-        self._opened = MtmdContext(self._path, self._model._model, self._n_threads)  # noqa: SLF001
+        self._opened = MtmdContext(self._path, self._model.handle, self._n_threads)
         self._marker = self._opened.marker
 
     @property
@@ -85,7 +85,7 @@ class Vision:
             self.encoded += 1
             self.cache.put(key, embeddings)
         return self._mtmd.eval_image(
-            self._model._ctx,  # noqa: SLF001
+            self._model.ctx,
             chunk,
             n_past,
             seq_id,
