@@ -100,7 +100,7 @@ class ChunkBlend:
                 span = whole.after(end)  # the prefix may hold its first tokens
                 if span.end > last or span.length <= k:
                     continue  # held by the prefix already, or not worth placing
-                loaded = self._load(task.request.cache_salt, plan.head, span)
+                loaded = self.load_chunk(task.request.cache_salt, plan.head, span)
                 if loaded.where is Loaded.NO_ROOM:
                     continue  # it is computed in the next gap
                 if loaded.where is Loaded.AT_PLACE:
@@ -147,7 +147,7 @@ class ChunkBlend:
             model.seq_cp(scratch, slot.id, a, b)
         return pieces
 
-    def _load(self, salt: str, head: list[int], span: ChunkSpan) -> ChunkLoad:
+    def load_chunk(self, salt: str, head: list[int], span: ChunkSpan) -> ChunkLoad:
         """Head + the span's whole chunk into the scratch sequence (positions 0..), from a tier
         or computed and kept (`Loaded.AFTER_HEAD`). A state from a tier that could be shifted
         on the host holds the span's cells after its first k only, at their places
@@ -258,7 +258,7 @@ class BlendStats:
 
 
 class Loaded(Enum):
-    """Where `ChunkBlend._load` left a chunk's KV in the scratch sequence."""
+    """Where `ChunkBlend.load_chunk` left a chunk's KV in the scratch sequence."""
 
     NO_ROOM = "no_room"  # nowhere: the KV had no room (the chunk is computed in its gap)
     AT_PLACE = "at_place"  # the chunk's cells after its first k, at the span's positions

@@ -188,15 +188,16 @@ class KeepingModel(FakeModel):
 def test_a_chunk_loads_after_the_head_from_a_tier_or_computed_now_or_not_for_want_of_room():
     span = ChunkSpan(len(HEAD) + 2, "a", CHUNKS["a"])
     held = ChunkBlend(FakeModel(), FakeChunks(), BlendGate(K), set())  # type: ignore[arg-type]
-    assert held._load("", HEAD, span) == ChunkLoad(Loaded.AFTER_HEAD, len(HEAD), fresh=False)
+    assert held.load_chunk("", HEAD, span) == ChunkLoad(Loaded.AFTER_HEAD, len(HEAD), fresh=False)
     assert (held.stats.placed, held.stats.computed) == (1, 0)
 
     chunks = KeepingChunks()
     computed = ChunkBlend(KeepingModel(), chunks, BlendGate(K), set())  # type: ignore[arg-type]
-    assert computed._load("", HEAD, span) == ChunkLoad(Loaded.AFTER_HEAD, len(HEAD), fresh=True)
+    loaded = computed.load_chunk("", HEAD, span)
+    assert loaded == ChunkLoad(Loaded.AFTER_HEAD, len(HEAD), fresh=True)
     assert (computed.stats.placed, computed.stats.computed, chunks.kept) == (1, 1, ["a"])
 
     full = KeepingModel(room=0)
     no_room = ChunkBlend(full, KeepingChunks(), BlendGate(K), set())  # type: ignore[arg-type]
-    assert no_room._load("", HEAD, span) == ChunkLoad(Loaded.NO_ROOM)
+    assert no_room.load_chunk("", HEAD, span) == ChunkLoad(Loaded.NO_ROOM)
     assert no_room.stats == BlendStats() and full.seqs[SCRATCH] == set()
