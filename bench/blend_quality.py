@@ -1,5 +1,6 @@
-"""Blend quality: chunk KV placed at any position (app/engine/chunk_blend.py) against full prefill
-of the identical prompt, for the document-QA bench's questions (bench/workloads/doc_qa_workload.py).
+"""Blend quality: chunk KV placed at any position (app/engine/blend/chunk_blend.py) against full
+prefill of the identical prompt, for the document-QA bench's questions
+(bench/workloads/doc_qa_workload.py).
 
     python -m bench.blend_quality [--questions 12] [--k 0,4,8,16,32] [--models smollm2,gemma3]
 
@@ -12,12 +13,12 @@ Per model and k (tokens recomputed at the start of each placed chunk):
 - exact: share of questions whose greedy answer is the same (every step agrees);
 - F1: blend's own greedy answer (up to 32 tokens) against full prefill's, SQuAD's token F1
   (bench/lib/answer_f1.py), mean over questions.
-The exact share is what blend's gate reads (app/engine/blend_gate.py).
+The exact share is what blend's gate reads (app/engine/blend/blend_gate.py).
 A check of the measure itself: k larger than any chunk recomputes everything (KL 0, 100%).
 Every chunk's KV is computed once on its own (after the head) and reused for every k. The table
 goes to stdout; for the packaged models together (the default) also to bench/results/
 blend-quality.md and docs/blend.md's table (between its markers). `--models` also takes a GGUF
-path: what k a model of one's own needs (app/engine/blend_gate.py).
+path: what k a model of one's own needs (app/engine/blend/blend_gate.py).
 """
 
 from __future__ import annotations
@@ -33,13 +34,13 @@ from app.cache.host_cache import HostCache
 from app.chat.templates.prompter import Prompter
 from app.config_derived import packaged_model_path
 from app.docs.questions.doc_prompt import DocPrompter
-from app.engine.blend_gate import BlendGate
+from app.engine.blend.blend_gate import BlendGate
+from app.engine.blend.chunk_blend import ChunkBlend
 from app.engine.blend_plan import BlendPlan, find_spans
-from app.engine.chunk_blend import ChunkBlend
-from app.engine.config import EngineConfig
-from app.engine.model import Model
+from app.engine.core.slot import Slot
+from app.engine.engine_config import EngineConfig
+from app.engine.llama.model import Model
 from app.engine.request import GenerationRequest
-from app.engine.slot import Slot
 from app.engine.task import Task
 from bench.lib.answer_f1 import f1
 from bench.workloads.doc_qa_workload import FULL, corpus, questions

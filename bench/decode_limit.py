@@ -26,8 +26,8 @@ import numpy as np
 def bare_loop(model_path: str, n_tokens: int, n_threads: int, n_ctx: int) -> dict:
     import llama_cpp
 
-    from app.engine.config import EngineConfig
-    from app.engine.model import Model
+    from app.engine.engine_config import EngineConfig
+    from app.engine.llama.model import Model
 
     model = Model(
         EngineConfig(model_path=model_path, n_ctx=n_ctx, n_parallel=1, n_threads=n_threads)

@@ -199,7 +199,7 @@ BLEND_FLAGS = ("--kv-reuse", "blend", "--blend-force")
 
 def run(model: str, quick: bool, servers: list[str], blend_k: tuple[int, ...] = ()) -> dict:
     """`blend_k`: more blend rows, each with its own --blend-sink-tokens (the default row takes
-    the model's measured k, app/engine/blend_gate.py). The blend servers are forced past the
+    the model's measured k, app/engine/blend/blend_gate.py). The blend servers are forced past the
     quality gate: these rows time blend on any model; the report carries the agreement with
     full prefill measured at the default k (docs/blend.md)."""
     plan = QUICK if quick else FULL

@@ -25,8 +25,8 @@ DRAFTS = (0, 1, 2, 4, 8, 16)
 
 def measure(model_path: str, ctx: int, threads: int, repeats: int) -> dict[int, dict[int, float]]:
     """{b: {k: median seconds of a decode of b tokens and k draft tokens}}."""
-    from app.engine.config import EngineConfig
-    from app.engine.model import Model
+    from app.engine.engine_config import EngineConfig
+    from app.engine.llama.model import Model
 
     n_seq = max(BATCH_SIZES)
     config = EngineConfig(model_path=model_path, n_ctx=8192, n_parallel=n_seq, n_threads=threads)

@@ -21,10 +21,10 @@ import llama_cpp
 
 from app.cache.host_cache import HostCache
 from app.config_derived import packaged_model_path
-from app.engine.config import EngineConfig
-from app.engine.model import Model
-from app.engine.prefix_reuse import PrefixReuse
-from app.engine.scheduler import Scheduler
+from app.engine.core.scheduler import Scheduler
+from app.engine.engine_config import EngineConfig
+from app.engine.kv.prefix_reuse import PrefixReuse
+from app.engine.llama.model import Model
 
 
 def _old_save(model: Model, seq_id: int) -> bytes:

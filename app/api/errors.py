@@ -19,7 +19,7 @@ from app.api.llama_server.native_errors import native_error_response, speaks_nat
 from app.api.metrics import route_of
 from app.api.outcome import RequestOutcome
 from app.api.web_ui.frontend import frontend_page
-from app.engine.chat_template import ChatTemplateError
+from app.chat.templates.chat_template import ChatTemplateError
 from app.engine.request import RequestError
 
 log = logging.getLogger(__name__)

@@ -39,7 +39,7 @@ BUCKETS += (20.0, 30.0, 60.0, 120.0)
 # Engine-thread time of one KV tier move: 0.1 ms .. 1 s (a large state on a slow disk).
 OP_BUCKETS = (0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1.0)
 CACHE_OPS = (("save", "host"), ("save", "disk"), ("restore", "host"), ("restore", "disk"))
-CACHE_OPS += (("compact", "kv"),)  # packing the KV's cells in use (app/engine/kv_compactor.py)
+CACHE_OPS += (("compact", "kv"),)  # packing the KV's cells in use (app/engine/kv/kv_compactor.py)
 
 
 def route_of(path: str, method: str = "POST") -> str | None:
@@ -67,7 +67,7 @@ class EngineGauges:
     slots_total: int
     slots_busy: int
     queue_depth: int
-    arriving: int = 0  # generation requests received, not yet queued (app/engine/arrivals.py)
+    arriving: int = 0  # generation requests received, not yet queued (app/engine/core/arrivals.py)
     background_yielding: int = 0  # background workers (embedding) waiting for clients to end
     # Background tasks by kind (app/engine/background_tasks.py): waiting, running, ended.
     background_queued: dict[str, int] = field(default_factory=dict)

@@ -175,7 +175,7 @@ class ChatTurns:
         tools: TemplateTools,
         prompter: Prompter,
     ) -> GenerationRequest:
-        vision = self.engine.vision
+        vision = self.engine.images
         if vision is None:
             raise no_projector("messages")
         prompt, images = await asyncio.to_thread(
@@ -233,7 +233,7 @@ class ChatTurns:
         must be the tenant's; inline ones are stored now, kept by id as the stored history
         keeps them (the history is the tenant's own session: its images need no check)."""
         media = self.media
-        if self.engine.vision is None or media is None:
+        if self.engine.images is None or media is None:
             raise no_projector(param)
         await asyncio.to_thread(visible_uploads, parts, media, tenant)
         return await asyncio.to_thread(store_images, parts, media, self.settings)
@@ -245,7 +245,7 @@ class ChatTurns:
         how its reply's reasoning is split (None: not split, stored as generated)."""
         asked = reasoning or ReasoningAsk()
         prompt, images = await history_prompt(
-            h, self._prompter(asked), self.engine.vision, self.settings, self.media
+            h, self._prompter(asked), self.engine.images, self.settings, self.media
         )
         thinking = self._thinking(asked, prompt) if reasoning is not None else Thinking()
         return prompt, images, thinking

@@ -12,7 +12,7 @@ from typing import Any
 from app.chat.messages import ChatMessage, ImagePart
 from app.chat.templates.prompter import Prompter
 from app.engine.request import RequestError
-from app.engine.vision import Vision
+from app.engine.tokenizer import ImageTokenizer
 from app.media.media_store import MediaStore, image_limits
 from mm.image import ImageError, decode_image, image_bytes_from_url
 from mm.mtmd_bridge import ImageChunk, ImageInput
@@ -53,7 +53,7 @@ def _uploaded(media: MediaStore | None, media_id: str, tenant_id: str | None) ->
 
 def image_prompt(
     prompter: Prompter,
-    vision: Vision,
+    vision: ImageTokenizer,
     messages: list[ChatMessage],
     settings: Any,
     media: MediaStore | None,

@@ -8,7 +8,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from app.engine.chat_template import JsonText
+from app.chat.templates.chat_template import JsonText
 
 
 class ImageURL(BaseModel):

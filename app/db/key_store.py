@@ -61,17 +61,17 @@ class KeyStore:
             admin=admin,
             created_at=utcnow(),
         )
-        with self._store._tx(write=True) as s:
+        with self._store.transaction(write=True) as s:
             s.add(row)
         return _record(row), key
 
     def list(self) -> list[ApiKeyRecord]:
-        with self._store._tx() as s:
+        with self._store.transaction() as s:
             return [_record(k) for k in s.scalars(select(ApiKey).order_by(ApiKey.created_at))]
 
     def revoke(self, id_or_name: str) -> list[ApiKeyRecord]:
         """Revoke the key with this id, or every live key with this name; returns them."""
-        with self._store._tx(write=True) as s:
+        with self._store.transaction(write=True) as s:
             found = list(
                 s.scalars(
                     select(ApiKey).where(
@@ -86,12 +86,12 @@ class KeyStore:
 
     def lookup(self, key: str) -> ApiKeyRecord | None:
         """The live key's record, or None (unknown or revoked)."""
-        with self._store._tx() as s:
+        with self._store.transaction() as s:
             row = s.scalar(select(ApiKey).where(ApiKey.key_hash == key_hash(key)))
             return None if row is None or row.revoked_at is not None else _record(row)
 
     def any_live(self) -> bool:
-        with self._store._tx() as s:
+        with self._store.transaction() as s:
             return (
                 s.scalar(select(ApiKey.id).where(ApiKey.revoked_at.is_(None)).limit(1)) is not None
             )

@@ -7,7 +7,7 @@ transaction, so a crash or `kill -9` at any point leaves either all of a change 
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from typing import Any
 from uuid import uuid4
 
@@ -74,6 +74,12 @@ class Store(SessionEdits, MediaRows):
         engine = self._write_engine if write else self.engine
         with Session(engine, expire_on_commit=False) as s, s.begin():
             yield s
+
+    def transaction(self, write: bool = False) -> AbstractContextManager[Session]:
+        """One short transaction (committed on leaving, rolled back on an error); `write` takes
+        the write connection. The other stores of app/db (documents, chunks, keys, claims, ...)
+        share the database through it: one engine, one transaction discipline."""
+        return self._tx(write)
 
     # --- sessions -----------------------------------------------------------------------
 

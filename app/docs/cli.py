@@ -32,8 +32,7 @@ from app.docs.background.ingestor import ingest_document
 from app.docs.intake.reembed import ReembedConflict, reembed_collection
 from app.docs.library import DocLibrary
 from app.docs.questions.doc_prompt import token_counter
-from app.engine.config import EngineConfig
-from app.engine.model import Model
+from app.engine.vocabulary import open_vocabulary
 from rag.chunker import DEFAULT_CHUNK_TOKENS, DEFAULT_OVERLAP_TOKENS
 from rag.errors import DocumentError
 from rag.loader import load
@@ -129,9 +128,9 @@ def ingest(args: argparse.Namespace, settings: Settings, store: Store) -> int:
             "", args.collection, args.chunk_tokens, args.overlap_tokens, None
         )
     )
-    model = Model(EngineConfig(settings.model_path(), n_ctx=256, n_parallel=1, warmup=False))
+    model = open_vocabulary(settings.model_path())
     library = library_of(settings, chunk_store)
-    key = cached_fingerprint(model.path)
+    key = cached_fingerprint(settings.model_path())
     worker = f"cli:{socket.gethostname()[:100]}:{os.getpid()}"
     failed = 0
     try:

@@ -2,8 +2,8 @@
 
 Background work computes KV nobody waits for yet: a ready document's prefix (`prefill`) and, in a
 collection that blends, each chunk's own KV (`chunk_kv`), both background requests that run only
-while no client request is received, queued or run (app/engine/scheduler.py), and packing the KV
-cells in use (`compaction`, app/engine/kv_compactor.py), which runs between steps. `/metrics`
+while no client request is received, queued or run (app/engine/core/scheduler.py), and packing the
+KV cells in use (`compaction`, app/engine/kv/kv_compactor.py), which runs between steps. `/metrics`
 shows what is queued and running and counts what ended, so a client can see that work and when
 it ends. Task counts are read from other threads without the engine's lock: a snapshot, good for
 a gauge.

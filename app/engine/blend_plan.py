@@ -3,7 +3,7 @@
 A document prompt places retrieved chunks after a head (system prompt, "Sources:"). Each chunk's
 KV is computed once on its own, after the collection's head (as EPIC does), and kept by content
 (app/cache/chunk_kv.py); a later prompt that holds the chunk anywhere gets that KV moved to the
-chunk's position instead of computing it (app/engine/chunk_blend.py).
+chunk's position instead of computing it (app/engine/blend/chunk_blend.py).
 
 A span says which prompt tokens are which chunk tokens: prompt[start:start + length] ==
 tokens[offset:offset + length]. A chat prompt renders the chunks' text inside a message, so a

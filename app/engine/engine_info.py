@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from app.cache.encoder_cache import EncoderCacheStats
-from app.engine.prefix_reuse import ReuseStats
+from app.engine.kv.prefix_reuse import ReuseStats
 
 
 @dataclass(slots=True)
@@ -21,7 +21,7 @@ class ModelInfo:
     blend_sink_tokens: int  # k: tokens blend recomputes at the start of each placed chunk
     blend_unavailable: str | None = None  # why blend is off on this model (None: on)
     blend_forced: bool = False  # on by --blend-force, past the quality gate
-    # Blend against full prefill on the quality set at k (app/engine/blend_gate.py; None: not
+    # Blend against full prefill on the quality set at k (app/engine/blend/blend_gate.py; None: not
     # measured).
     blend_agreement: dict[str, float | int] | None = None
 

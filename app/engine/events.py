@@ -25,7 +25,7 @@ class Timings:
     chunk_n: int = 0
     kv_reuse: KvReuse | None = None  # when the request asked for blend
     kv_reuse_reason: str | None = None  # why blend fell back to prefix reuse
-    # Blend against full prefill on the quality set at this k (app/engine/blend_gate.py), sent
+    # Blend against full prefill on the quality set at this k (app/engine/blend/blend_gate.py), sent
     # with every blended reply: None there when the model was never measured (--blend-force).
     kv_reuse_agreement: dict[str, float | int] | None = None
     # Speculative decoding: tokens drafted, and of those the ones the model agreed with.

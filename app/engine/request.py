@@ -25,7 +25,7 @@ class GenerationRequest:
     cache_salt: str = ""  # tenant key: KV cached under one salt is never reused under another
     logprobs: int | None = None  # None: off; n: report each token's logprob and the n best
     # llama-server's post_sampling_probs: with `logprobs`, probabilities after the sampling
-    # settings in their place (app/engine/sampled_probs.py).
+    # settings in their place (app/engine/llama/sampled_probs.py).
     post_sampling: bool = False
     timings_per_token: bool = False  # each TextDelta carries the timings so far
     # Tokens a conversation puts after a reply that ended on end-of-generation (for a chat
@@ -45,10 +45,10 @@ class GenerationRequest:
     # never timed out.
     background: bool = False
     # `"kv_reuse": "blend"`: the chunks' KV is reused wherever the prompt places them
-    # (app/engine/chunk_blend.py); such a request also takes blended KV as a prefix.
+    # (app/engine/blend/chunk_blend.py); such a request also takes blended KV as a prefix.
     blend: BlendPlan | None = None
     # A background request computing one chunk's own KV for blend: kept in the chunk tiers when
-    # it ends (app/engine/chunk_blend.py, `keep`).
+    # it ends (app/engine/blend/chunk_blend.py, `keep`).
     keep_chunk: ChunkKeep | None = None
 
     @property

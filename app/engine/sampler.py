@@ -67,11 +67,11 @@ class Sampler:
         # for gigabytes inside the engine thread. -1 means the whole context, as in llama-server.
         last_n = n_ctx if params.repeat_last_n < 0 else min(params.repeat_last_n, n_ctx)
         self.params = params
-        self._last_n = last_n
+        self.last_n = last_n
         self._n_vocab = n_vocab
         # Greedy without a grammar or penalties is an argmax (of the biased logits): numpy over
         # the logits costs a fraction of the chain's n_vocab candidate array, on every token.
-        self._argmax = params.greedy and not params.grammar and not params.has_penalties
+        self.argmax = params.greedy and not params.grammar and not params.has_penalties
         self._bias_ids = np.array([t for t, _ in params.logit_bias], dtype=np.intp)
         self._bias = np.array([b for _, b in params.logit_bias], dtype=np.float32)
         chain = llama_cpp.llama_sampler_chain_init(llama_cpp.llama_sampler_chain_default_params())
@@ -117,12 +117,12 @@ class Sampler:
         """Feed prompt tokens to the penalty window, as llama-server does."""
         if not self.params.has_penalties:
             return
-        for token in tokens[-self._last_n :]:
+        for token in tokens[-self.last_n :]:
             llama_cpp.llama_sampler_accept(self._chain, token)
 
     def sample(self, ctx: llama_cpp.llama_context_p, batch_index: int) -> int:
         """Sample from the logits of batch row `batch_index`; also accepts the token."""
-        if self._argmax:
+        if self.argmax:
             ptr = llama_cpp.llama_get_logits_ith(ctx, batch_index)
             return self._biased_argmax(np.ctypeslib.as_array(ptr, shape=(self._n_vocab,)))
         return llama_cpp.llama_sampler_sample(self._chain, ctx, batch_index)
@@ -131,7 +131,7 @@ class Sampler:
         """Sample from logits held outside the context (a slot's kept ones), exactly as
         llama_sampler_sample does from the context's: the chain picks from every token's
         logit, then accepts its pick."""
-        if self._argmax:
+        if self.argmax:
             return self._biased_argmax(logits)
         data = np.empty(self._n_vocab, dtype=_TOKEN_DATA)
         data["id"] = np.arange(self._n_vocab, dtype=np.int32)

@@ -12,17 +12,15 @@ import time
 from collections.abc import AsyncIterator
 from typing import Protocol
 
-from app.engine.arrivals import Arrival
+from app.engine.core.arrivals import Arrival
+from app.engine.core.outbox import Outbox
 from app.engine.events import Event, Failed, Finished, TextDelta
-from app.engine.outbox import Outbox
 from app.engine.request import GenerationRequest
 from app.engine.task import Sink, Task
 
 
 class Submitter(Protocol):
     """What a stream needs of the engine (app/engine/engine.py's `Engine`)."""
-
-    outbox: Outbox
 
     def submit(
         self, request: GenerationRequest, sink: Sink, arrival: Arrival | None = None
@@ -37,11 +35,13 @@ class EngineStream:
     def __init__(
         self,
         engine: Submitter,
+        outbox: Outbox,
         request: GenerationRequest,
         streaming: bool = True,
         arrival: Arrival | None = None,
     ) -> None:
         self._engine = engine
+        self._outbox = outbox  # where the engine thread hands this stream's events over
         self.loop = asyncio.get_running_loop()
         self._queue: asyncio.Queue[Event] = asyncio.Queue()
         self._finished = False
@@ -56,7 +56,7 @@ class EngineStream:
             self._held.append(event)
             return
         held, self._held = self._held, []
-        outbox, first = self._engine.outbox, not self._posted
+        outbox, first = self._outbox, not self._posted
         self._posted = True
         for e in held:
             outbox.post(self, e, first)

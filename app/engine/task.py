@@ -16,15 +16,15 @@ from collections.abc import Callable
 from concurrent.futures import Future
 from typing import TYPE_CHECKING
 
+from app.engine.core.text_stream import TextStream
 from app.engine.events import Event, Failed, Finished, TextDelta, Timings, TokenLogprob
 from app.engine.request import GenerationRequest
 from app.engine.reuse_kinds import CacheSource, KvReuse, PrefixMatch
 from app.engine.sampler import Sampler
-from app.engine.text_stream import TextStream
 
 if TYPE_CHECKING:
-    from app.engine.blend_gate import Agreement
-    from app.engine.draft_state import DraftState
+    from app.engine.blend.blend_gate import Agreement
+    from app.engine.speculation.draft_state import DraftState
 
 _ids = itertools.count(1)
 
@@ -57,7 +57,8 @@ class Task:
         self.finish_reason: str | None = None
         self.n_generated = 0
         self.generated: list[int] = []  # every sampled token that counts as output, in order
-        # Speculation (app/engine/speculator.py): its state, and llama-server's draft counts.
+        # Speculation (app/engine/speculation/speculator.py): its state, and llama-server's draft
+        # counts.
         self.draft_state: DraftState | None = None
         self.draft_n = 0
         self.draft_n_accepted = 0

@@ -1,14 +1,21 @@
-"""`Tokenizer`: what services need of the model's vocabulary, and nothing that computes.
+"""`Tokenizer`: what services need of the model's vocabulary, and nothing that computes;
+`ImageTokenizer`: what they need of the vision projector.
 
 `Engine.tokenizer` hands the loaded model out under this type, so that prompt building
 (app/chat/templates/prompter.py) and document token counts (app/docs/) cannot reach the KV or the
-llama context. Any thread may call it: the vocabulary never changes (see app/engine/model.py).
+llama context. Any thread may call it: the vocabulary never changes (see
+app/engine/llama/model.py). `Engine.images` hands the projector out the same way: its marker and
+the tokenizing of a prompt with images, not the encoding (that runs on the engine thread).
 """
 
 from __future__ import annotations
 
 import weakref
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
+
+if TYPE_CHECKING:
+    from mm.mtmd_bridge import ImageChunk, ImageInput
+    from mm.token_sequence import TokenSequence
 
 
 class Tokenizer(Protocol):
@@ -37,6 +44,15 @@ class Tokenizer(Protocol):
     def is_eog(self, token: int) -> bool: ...
 
     def chat_template(self) -> str | None: ...
+
+
+class ImageTokenizer(Protocol):
+    @property
+    def marker(self) -> str: ...  # the text that stands for an image in a prompt
+
+    def tokenize(
+        self, text: str, images: list[ImageInput], add_special: bool
+    ) -> tuple[TokenSequence, dict[str, ImageChunk]]: ...
 
 
 _EOG: weakref.WeakKeyDictionary[Any, tuple[int, ...]] = weakref.WeakKeyDictionary()

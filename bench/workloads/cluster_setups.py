@@ -169,7 +169,7 @@ def db_counters(url: str, settle_s: float = 2.0) -> dict:
             ).one()
     finally:
         engine.dispose()
-    return dict(row._mapping)
+    return dict(row._mapping)  # noqa: SLF001 (SQLAlchemy's public Row API, underscored)
 
 
 def counter_delta(before: dict, after: dict) -> dict:

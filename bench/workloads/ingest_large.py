@@ -31,8 +31,8 @@ from app.db.store import Store
 from app.docs.background.ingestor import ingest_document
 from app.docs.library import DocLibrary
 from app.docs.questions.doc_prompt import token_counter
-from app.engine.config import EngineConfig
-from app.engine.model import Model
+from app.engine.engine_config import EngineConfig
+from app.engine.llama.model import Model
 from bench.workloads.doc_qa_workload import WORDS
 from rag.embedder import DEFAULT_BACKEND
 

@@ -5,8 +5,8 @@ from pathlib import Path
 import pytest
 
 from app.__main__ import parse_args
+from app.chat.templates.template_choice import TemplateChoice
 from app.config import Settings
-from app.engine.template_choice import TemplateChoice
 
 
 def test_cli_flags_override_environment(monkeypatch: pytest.MonkeyPatch):

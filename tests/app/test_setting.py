@@ -12,7 +12,7 @@ from pydantic import AliasChoices, ValidationError
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from app.config import Settings
-from app.engine.config import EngineConfig
+from app.engine.engine_config import EngineConfig
 from app.setting import add_flags, setting, settings_info
 
 

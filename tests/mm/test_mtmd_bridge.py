@@ -18,7 +18,7 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from app.engine.batch import Batch
+from app.engine.llama.batch import Batch
 from mm.mtmd_bridge import ImageChunk, ImageInput, MtmdContext, MtmdError, TextChunk
 
 ROOT = Path(__file__).resolve().parents[2]

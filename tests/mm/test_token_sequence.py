@@ -321,12 +321,12 @@ def test_text_tokens_rejects_media_overlap() -> None:
 
 def test_validate_detects_broken_invariants() -> None:
     seq = TokenSequence([1, 2, 3])
-    seq._tokens[1] = NULL_TOKEN  # stray placeholder with no chunk
+    seq._tokens[1] = NULL_TOKEN  # stray placeholder with no chunk  # noqa: SLF001
     with pytest.raises(ValueError, match="NULL placeholder at index 1"):
         seq.validate(VOCAB)
     seq = TokenSequence([1])
     seq.add_media(MediaChunk("img", 2, 2))
-    seq._tokens[2] = 0  # chunk range no longer all placeholders
+    seq._tokens[2] = 0  # chunk range no longer all placeholders  # noqa: SLF001
     with pytest.raises(ValueError, match="media chunk at 1"):
         seq.validate(VOCAB)
 

@@ -46,11 +46,11 @@ def test_a_query_runs_on_one_thread_and_no_thread_spins_after_a_run():
     embedding (the module's doc): a query gets a session of one thread whatever the count set
     for documents, and every session's threads stop spinning when a run returns."""
     onnx = load_embedder("onnx-int8", threads=2)
-    assert list(onnx._sessions) == [2]
+    assert list(onnx._sessions) == [2]  # noqa: SLF001 (white-box test of the unit's state)
     query = onnx.embed_query(TEXTS[1])
-    assert sorted(onnx._sessions) == [1, 2] and onnx.threads == 2
+    assert sorted(onnx._sessions) == [1, 2] and onnx.threads == 2  # noqa: SLF001 (white-box)
     assert query.shape == (384,) and np.allclose(query, onnx.embed([TEXTS[1]])[0], atol=1e-5)
-    for session in onnx._sessions.values():
+    for session in onnx._sessions.values():  # noqa: SLF001 (white-box test of the unit's state)
         assert session.get_session_options().get_session_config_entry(STOP_SPINNING) == "1"
 
 

@@ -1,5 +1,5 @@
-"""scripts/import_graph.py: the tree has no import circle and no upward import, and the checker
-finds both when they are there."""
+"""scripts/import_graph.py: the tree has no import circle, no upward import and no import of the
+engine's insides from the rest of app/, and the checker finds each when it is there."""
 
 from __future__ import annotations
 
@@ -33,6 +33,7 @@ def test_the_tree_has_no_circle_and_nothing_upward():
     report = load_checker().check(ROOT)
     assert report.circles == []
     assert report.upward == []
+    assert report.inside == []
 
 
 def test_the_script_exits_0_on_the_tree():
@@ -40,7 +41,7 @@ def test_the_script_exits_0_on_the_tree():
         [sys.executable, str(SCRIPT)], capture_output=True, text=True, timeout=120
     )
     assert done.returncode == 0, done.stdout + done.stderr
-    assert "no circle, nothing upward" in done.stdout
+    assert "no circle, nothing upward, doors kept" in done.stdout
 
 
 def test_circles_and_upward_imports_are_found(tmp_path: Path):
@@ -84,4 +85,39 @@ def test_circles_and_upward_imports_are_found(tmp_path: Path):
         "mm.image (library) -> app.cache.tiers (cache)",
     ]
     assert not report.clean
+    assert checker.main([str(tmp_path)]) == 1
+
+
+def test_imports_of_the_engines_insides_from_the_rest_of_app_are_found(tmp_path: Path):
+    write(
+        tmp_path,
+        {
+            "app/__init__.py": "",
+            "app/engine/__init__.py": "",
+            "app/engine/engine.py": "from app.engine.core.loop import Loop\n",  # inside: fine
+            "app/engine/request.py": "",
+            "app/engine/core/__init__.py": "",
+            "app/engine/core/loop.py": "",
+            "app/engine/llama/__init__.py": "",
+            "app/engine/llama/model.py": "",
+            "app/docs/__init__.py": "",
+            # The door: the package and the modules at its root.
+            "app/docs/ok.py": (
+                "import app.engine\nfrom app.engine import request\n"
+                "from app.engine.engine import Engine\n"
+            ),
+            "app/docs/cli.py": "from app.engine.llama.model import Model\n",
+            "app/docs/loop.py": "from app.engine import core\n",  # a subpackage is inside
+            # Outside the package: benches and tests build parts directly.
+            "bench/__init__.py": "",
+            "bench/tiers.py": "from app.engine.llama.model import Model\n",
+        },
+    )
+    checker = load_checker()
+    report = checker.check(tmp_path)
+    assert report.circles == [] and report.upward == []
+    assert report.inside == [
+        "app.docs.cli -> app.engine.llama.model (import from app.engine's root modules)",
+        "app.docs.loop -> app.engine.core (import from app.engine's root modules)",
+    ]
     assert checker.main([str(tmp_path)]) == 1

@@ -1,7 +1,7 @@
 """llama-server's slot actions: `POST /slots/{id}?action=save|restore|erase`, same shapes.
 
-save copies a slot's KV, token list and salt into a file of the slot directory; restore puts
-them back into a slot; erase clears a slot's KV. The work is the engine's (app/engine/slot_files.py
+save copies a slot's KV, token list and salt into a file of the slot directory; restore puts them
+back into a slot; erase clears a slot's KV. The work is the engine's (app/engine/kv/slot_files.py
 holds the status choices); this checks the request and shapes the reply.
 
 Bad action, slot id or file name: 400. Names follow llama.cpp's fs_validate_filename, plus no

@@ -134,7 +134,7 @@ async def props(services: ServicesDep):
         },
         "model_alias": services.model_name,
         "model_path": settings.model_path(),
-        "modalities": {"vision": services.engine.vision is not None, "audio": False},
+        "modalities": {"vision": services.engine.images is not None, "audio": False},
         "endpoint_slots": settings.slots,
         "endpoint_props": False,  # no POST /props: settings do not change at run time
         "endpoint_metrics": settings.metrics,

@@ -1,7 +1,7 @@
 """`ArrivalTickets`: a generation request takes the engine's arrival ticket as it arrives.
 
 The engine, idle and about to prefill one request, waits briefly for the others that have arrived
-but are still being read, validated and tokenized (app/engine/arrivals.py), so a burst of users
+but are still being read, validated and tokenized (app/engine/core/arrivals.py), so a burst of users
 is prefilled in one batch. The ticket is taken here, before a byte of the body is read, and
 settled by the engine as it queues the request (the responder hands it over); whatever ends a
 request earlier (a refused key, a bad body, an unknown session) settles it when the response

@@ -18,7 +18,7 @@ from app.chat.templates.prompter import Prompter
 from app.chat.tools import ToolSpec, calls_text, tool_results_text, with_tools_system
 from app.db.records import MessageRecord, SessionRecord
 from app.engine.request import RequestError, no_projector
-from app.engine.vision import Vision
+from app.engine.tokenizer import ImageTokenizer
 from app.media.media_store import MediaStore, image_limits
 from mm.image import ImageError, image_bytes_from_url
 from mm.mtmd_bridge import ImageChunk
@@ -106,7 +106,7 @@ def turn_history(session: SessionRecord, new: list[ChatMessage], tools: list[Too
 async def history_prompt(
     h: History,
     prompter: Prompter,
-    vision: Vision | None,
+    vision: ImageTokenizer | None,
     settings: Any,
     media: MediaStore | None,
 ) -> tuple[TokenSequence, dict[str, ImageChunk]]:

@@ -1,5 +1,5 @@
 """`Prompter`: chat messages -> rendered text -> TokenSequence, with the chat template chosen at
-start (app/engine/template_choice.py; by default the model's own)."""
+start (app/chat/templates/template_choice.py; by default the model's own)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import copy
 from dataclasses import dataclass
 from typing import Any
 
-from app.engine.template_choice import TemplateChoice, build_template
+from app.chat.templates.template_choice import TemplateChoice, build_template
 from app.engine.tokenizer import Tokenizer
 from mm.token_sequence import TokenSequence
 

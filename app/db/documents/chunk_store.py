@@ -32,7 +32,7 @@ from app.db.store import Store
 
 class ChunkStore:
     def __init__(self, store: Store) -> None:
-        self._tx = store._tx  # noqa: SLF001 (one engine, one transaction discipline)
+        self._tx = store.transaction
         self.claims = IngestClaims(store)
 
     # --- ingestion (by document id) -------------------------------------------------------

@@ -35,7 +35,7 @@ def new_id(prefix: str) -> str:
 
 class DocumentStore:
     def __init__(self, store: Store) -> None:
-        self._tx = store._tx  # noqa: SLF001 (one engine, one transaction discipline)
+        self._tx = store.transaction
 
     # --- collections ----------------------------------------------------------------------
 

@@ -42,7 +42,7 @@ def log_deletions(s: Session, document_ids: Iterable[str]) -> None:
 
 class DeletionLog:
     def __init__(self, store: Store) -> None:
-        self._tx = store._tx  # noqa: SLF001 (one engine, one transaction discipline)
+        self._tx = store.transaction
 
     def after(self, cursor: int, limit: int = 1000) -> list[tuple[int, str]]:
         """(id, document id) of the deletions logged after id `cursor`, oldest first."""

@@ -50,7 +50,7 @@ class KeyedRequest:
 
 class IdempotencyKeys:
     def __init__(self, store: Store) -> None:
-        self._tx = store._tx  # noqa: SLF001 (one engine, one transaction discipline)
+        self._tx = store.transaction
 
     def claim(
         self, request: KeyedRequest, holder: str, lease_s: float, retention_s: float

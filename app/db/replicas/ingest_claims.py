@@ -27,7 +27,7 @@ UNFINISHED = ("queued", "processing")
 
 class IngestClaims:
     def __init__(self, store: Store) -> None:
-        self._tx = store._tx  # noqa: SLF001 (one engine, one transaction discipline)
+        self._tx = store.transaction
 
     def claim_next(self, worker: str, lease_s: float) -> str | None:
         """Claim the oldest unfinished document that is free (never claimed, lease expired, or

@@ -14,11 +14,11 @@ document's state (`queued`, `done`, `failed`, `cached`) is kept for this process
 start-up (`start`), every ready document whose prefix no cache tier holds (the disk tier keeps
 it across a restart) is queued again; the others are `cached`.
 
-In a collection that blends (its `kv_reuse`, else --kv-reuse), each chunk's own KV (the head,
-then the chunk alone: what blend places at any position, app/engine/chunk_blend.py) is computed
-the same way, one background request per chunk whose KV no tier holds; the engine keeps it in the
-chunk tiers when the request ends. A document is `done` when all its requests have ended; its
-chunk KV's progress (`kv`) says how many of its chunks a tier holds. Where the model's KV cannot
+In a collection that blends (its `kv_reuse`, else --kv-reuse), each chunk's own KV (the head, then
+the chunk alone: what blend places at any position, app/engine/blend/chunk_blend.py) is computed the
+same way, one background request per chunk whose KV no tier holds; the engine keeps it in the chunk
+tiers when the request ends. A document is `done` when all its requests have ended; its chunk KV's
+progress (`kv`) says how many of its chunks a tier holds. Where the model's KV cannot
 move a chunk (no blend), no chunk is computed.
 
 Requests go to the engine one at a time, whatever the number of documents (the engine runs one

@@ -34,7 +34,7 @@ def img(id_: str, n: int, n_pos: int | None = None) -> MediaChunk:
 
 def n_nodes(index: PrefixIndex) -> int:
     """Non-root nodes."""
-    return sum(1 for node in index._iter_nodes() if node.parent is not None)
+    return sum(1 for node in index._iter_nodes() if node.parent is not None)  # noqa: SLF001
 
 
 def inside(seq: TokenSequence) -> list[int]:
@@ -94,7 +94,7 @@ def test_set_replaces_and_can_move_salt() -> None:
     assert len(index) == 1
     assert index.match("x", seq_of(1, 2)) == {}
     assert index.match("y", seq_of(1, 3)) == {"a": 2}
-    assert list(index._roots) == ["y"]
+    assert list(index._roots) == ["y"]  # noqa: SLF001 (white-box test of the unit's state)
 
 
 def test_media_unit_matched_whole() -> None:
@@ -145,13 +145,13 @@ def test_remove_merges_and_prunes_to_empty() -> None:
     assert index.match("", seq_of(1, 2, 4)) == {("slot", 0): 2, ("slot", 2): 2}
     index.remove(("slot", 2))  # [1, 2] no longer ends anything: folds into [3]
     index.check()
-    (node,) = index._roots[""].children.values()
+    (node,) = index._roots[""].children.values()  # noqa: SLF001 (white-box)
     assert node.label == [1, 2, 3] and not node.children
     index.remove(("slot", 99))  # unknown: no-op
     for i in (0, 3, 4):
         index.remove(("slot", i))
         index.check()
-    assert len(index) == 0 and index._roots == {} and n_nodes(index) == 0
+    assert len(index) == 0 and index._roots == {} and n_nodes(index) == 0  # noqa: SLF001
 
 
 def test_best_excludes_and_breaks_ties_by_insertion() -> None:

@@ -9,13 +9,14 @@ from typing import Any
 
 import pytest
 
-from app.engine.config import EngineConfig
 from app.engine.engine import Engine
+from app.engine.engine_config import EngineConfig
 from app.engine.events import Failed, Finished, TextDelta
-from app.engine.prefix_reuse import TAIL_BEFORE_PARK_MIN
+from app.engine.kv.prefix_reuse import TAIL_BEFORE_PARK_MIN
 from app.engine.request import GenerationRequest, RequestError
 from app.engine.sampler import SamplingParams
 from mm.token_sequence import MediaChunk, TokenSequence
+from tests.engine_parts import parts_of, thread_of
 from tests.eventually import eventually, eventually_async
 
 GREEDY = SamplingParams(temperature=0.0)
@@ -41,7 +42,7 @@ def started(model_path: str, **config: Any) -> Iterator[Engine]:
 
 
 def prompt_of(engine: Engine, text: str) -> TokenSequence:
-    return TokenSequence(engine.model.tokenize(text))
+    return TokenSequence(engine.tokenizer.tokenize(text))
 
 
 async def collect(engine: Engine, request: GenerationRequest) -> tuple[str, Finished]:
@@ -72,17 +73,17 @@ def collect_events(engine: Engine, request: GenerationRequest) -> list[Any]:
 def decode_sizes(engine: Engine) -> Iterator[list[int]]:
     """The number of tokens of each llama_decode the engine's steps run meanwhile."""
     sizes: list[int] = []
-    decode = engine.model.decode
+    decode = parts_of(engine).model.decode
 
     def counting(batch):  # noqa: ANN001, ANN202 (the Model method's own types)
         sizes.append(batch.n_tokens)
         return decode(batch)
 
-    engine.model.decode = counting  # type: ignore[method-assign]
+    parts_of(engine).model.decode = counting  # type: ignore[method-assign]
     try:
         yield sizes
     finally:
-        del engine.model.decode
+        del parts_of(engine).model.decode
 
 
 def test_exact_repeat_evaluates_nothing_and_samples_from_the_kept_logits(engine: Engine):
@@ -114,7 +115,7 @@ def test_exact_repeat_with_logprobs_and_a_seed_matches_the_first_run(engine: Eng
 def test_kept_logits_go_when_the_prompt_they_ended_is_no_longer_whole(engine: Engine):
     base = prompt_of(engine, "A story about a lighthouse keeper and a storm at sea. " * 3)
     longer = base.copy()
-    longer.extend(engine.model.tokenize(" And then?", add_special=False))
+    longer.extend(engine.tokenizer.tokenize(" And then?", add_special=False))
     shorter = base.copy()
     shorter.keep_first(len(base) - 6)
     run(engine, GenerationRequest(base, GREEDY, max_tokens=2))
@@ -132,10 +133,10 @@ def test_a_repeat_that_drops_only_the_last_reply_saves_nothing_to_host_memory(en
     # prompt, whose KV loses only the previous reply, it is not worth it.
     prompt = prompt_of(engine, "Write about the sea and its tides, in plain words. " * 20)
     run(engine, GenerationRequest(prompt, GREEDY, max_tokens=24, ignore_eos=True))
-    saves = engine.reuse.stats.saves
+    saves = parts_of(engine).reuse.stats.saves
     _, again = run(engine, GenerationRequest(prompt.copy(), GREEDY, max_tokens=4))
     assert again.cached_tokens == len(prompt)
-    assert engine.reuse.stats.saves == saves
+    assert parts_of(engine).reuse.stats.saves == saves
 
 
 def test_cache_prompt_false_recomputes_everything(engine: Engine):
@@ -163,7 +164,7 @@ def test_request_goes_to_the_slot_that_holds_its_prefix(engine: Engine):
     _, done_b = run(engine, GenerationRequest(b, GREEDY, max_tokens=2))
     assert done_a.timings.slot != done_b.timings.slot  # LRU spreads different prompts
     a_more = a.copy()
-    a_more.extend(engine.model.tokenize(" And more.", add_special=False))
+    a_more.extend(engine.tokenizer.tokenize(" And more.", add_special=False))
     _, done = run(engine, GenerationRequest(a_more, GREEDY, max_tokens=2))
     assert done.timings.slot == done_a.timings.slot
     assert done.cached_tokens >= len(a) - 1
@@ -210,12 +211,12 @@ def test_a_decode_from_another_thread_is_refused(engine: Engine):
     # All llama.cpp compute belongs to the engine thread (one OpenMP team per process).
     from mm.compute_thread import WrongThreadError
 
-    assert engine.model.compute.owner == engine._thread.ident  # noqa: SLF001
-    batch = engine.model.new_batch()
+    assert parts_of(engine).model.compute.owner == thread_of(engine).ident
+    batch = parts_of(engine).model.new_batch()
     try:
-        batch.add(engine.model.bos, 0, 0, True)
+        batch.add(engine.tokenizer.bos, 0, 0, True)
         with pytest.raises(WrongThreadError, match="engine"):
-            engine.model.decode(batch)
+            parts_of(engine).model.decode(batch)
     finally:
         batch.close()
 
@@ -226,7 +227,7 @@ def test_bad_requests_are_refused_before_queueing(engine: Engine):
     with pytest.raises(RequestError, match="id_slot"):
         engine.validate(GenerationRequest(TokenSequence([1, 2]), id_slot=2))
     with pytest.raises(RequestError, match="vocabulary|n_vocab|out"):
-        engine.validate(GenerationRequest(TokenSequence([1, engine.model.n_vocab])))
+        engine.validate(GenerationRequest(TokenSequence([1, engine.tokenizer.n_vocab])))
     with pytest.raises(RequestError, match="empty"):
         engine.validate(GenerationRequest(TokenSequence()))
     media = TokenSequence([1])
@@ -239,7 +240,7 @@ def test_a_failure_while_admitting_fails_that_request_and_the_engine_serves_on(
     model_path: str, monkeypatch: pytest.MonkeyPatch
 ):
     with started(model_path, n_ctx=1024, n_parallel=1) as engine:
-        prepare = engine.reuse.prepare
+        prepare = parts_of(engine).reuse.prepare
         calls = []
 
         def fails_once(*args: Any, **kwargs: Any) -> Any:
@@ -248,7 +249,7 @@ def test_a_failure_while_admitting_fails_that_request_and_the_engine_serves_on(
                 raise RuntimeError("a bug")
             return prepare(*args, **kwargs)
 
-        monkeypatch.setattr(engine.reuse, "prepare", fails_once)
+        monkeypatch.setattr(parts_of(engine).reuse, "prepare", fails_once)
         request = GenerationRequest(prompt_of(engine, "Hello there"), GREEDY, max_tokens=2)
         # (Before, the request was never answered: a guard, not a timing threshold.)
         events = asyncio.run(asyncio.wait_for(async_events(engine, request), 120))
@@ -315,7 +316,7 @@ def wait_for_cached(engine: Engine, slot: int, n: int) -> int:
 
 def test_reply_cut_by_max_tokens_prefills_its_last_token_and_the_continuation(engine: Engine):
     prompt = prompt_of(engine, "Numbers: 10, 11, 12,")
-    cont = [engine.model.eos, 198, 42]
+    cont = [engine.tokenizer.eos, 198, 42]
     _, done = run(
         engine, GenerationRequest(prompt, GREEDY, max_tokens=3, id_slot=0, continuation=cont)
     )
@@ -334,12 +335,12 @@ def test_stop_string_cut_prefills_nothing(engine: Engine):
             max_tokens=8,
             id_slot=1,
             stop=["2"],
-            continuation=[engine.model.eos, 198],
+            continuation=[engine.tokenizer.eos, 198],
         ),
     )
     assert done.finish_reason == "stop"
     # The idle prefill is queued before the last event is sent: none was queued.
-    assert engine.scheduler.slots[1].tail is None
+    assert parts_of(engine).scheduler.slots[1].tail is None
     assert engine.slots()[1].n_cached == len(prompt) + done.completion_tokens - 1
 
 
@@ -347,7 +348,7 @@ def test_prefix_held_by_another_slot_is_copied_not_recomputed(engine: Engine):
     numbers = prompt_of(engine, "Numbers: " + ", ".join(str(i) for i in range(1, 41)) + ",")
     run(engine, GenerationRequest(numbers, GREEDY, max_tokens=2, id_slot=0))
     longer = numbers.copy()
-    longer.extend(engine.model.tokenize(" 41, 42,", add_special=False))
+    longer.extend(engine.tokenizer.tokenize(" 41, 42,", add_special=False))
     text, done = run(engine, GenerationRequest(longer, GREEDY, max_tokens=3, id_slot=1))
     assert done.timings.cache_source == "other_slot"
     assert done.cached_tokens >= len(numbers)
@@ -360,7 +361,7 @@ def test_concurrent_requests_wait_for_a_shared_prefix_then_copy_it(engine: Engin
     prompts = []
     for tail in (" First question?", " Second question?"):
         p = shared.copy()
-        p.extend(engine.model.tokenize(tail, add_special=False))
+        p.extend(engine.tokenizer.tokenize(tail, add_special=False))
         prompts.append(p)
 
     async def both() -> list[tuple[str, Finished]]:
@@ -398,12 +399,12 @@ def test_prefix_whose_slot_was_taken_comes_back_from_host_memory(model_path: str
         text, again = run(one, GenerationRequest(a.copy(), GREEDY, max_tokens=2))
         assert again.timings.cache_source == "host"
         assert again.cached_tokens == len(a) - 1
-        stats = one.reuse.snapshot()
+        stats = parts_of(one).reuse.snapshot()
         assert stats.hits["host"] == 1 and stats.saves >= 1
         assert 0 < stats.host.bytes <= stats.host.budget_bytes
-        one.call(one.reuse.reset).result(timeout=30)
+        one.call(parts_of(one).reuse.reset).result(timeout=30)
         _, after_reset = run(one, GenerationRequest(a.copy(), GREEDY, max_tokens=2))
-        assert after_reset.cached_tokens == 0 and one.reuse.snapshot().host.entries == 0
+        assert after_reset.cached_tokens == 0 and parts_of(one).reuse.snapshot().host.entries == 0
 
 
 def test_a_new_task_moves_idle_slots_kv_to_host_memory_and_frees_their_cells(model_path: str):
@@ -420,8 +421,11 @@ def test_a_new_task_moves_idle_slots_kv_to_host_memory_and_frees_their_cells(mod
         assert slots[0].n_cached == 0 and slots[1].n_cached == 0
         assert slots[2].n_cached > len(c) // 2
         for i in (0, 1):
-            assert eng.call(lambda i=i: eng.model.seq_pos_max(i)).result(timeout=30) == -1
-        assert eng.scheduler.slots[0].session == "A" and eng.scheduler.slots[1].session == "B"
+            assert eng.call(lambda i=i: parts_of(eng).model.seq_pos_max(i)).result(timeout=30) == -1
+        assert (
+            parts_of(eng).scheduler.slots[0].session == "A"
+            and parts_of(eng).scheduler.slots[1].session == "B"
+        )
         text, again = run(eng, GenerationRequest(a.copy(), GREEDY, max_tokens=4, session="A"))
         assert again.timings.cache_source == "host"
         assert again.cached_tokens == len(a) - 1
@@ -441,10 +445,10 @@ def test_a_cut_that_frees_cells_under_kept_ones_compacts_the_kv_which_still_serv
         c = prompt_of(eng, "Conversation C about bread and ovens. " * 3)
         run(eng, GenerationRequest(a, GREEDY, max_tokens=2, id_slot=0))
         first, _ = run(eng, GenerationRequest(b, GREEDY, max_tokens=4, id_slot=1))
-        assert eng.compactor.compactions == 0  # B's cells went in above A's
+        assert parts_of(eng).compactor.compactions == 0  # B's cells went in above A's
         # C takes A's slot: A's ~630 cells go, and B's sit above the hole.
         run(eng, GenerationRequest(c, GREEDY, max_tokens=2, id_slot=0))
-        assert eng.compactor.compactions == compactions
+        assert parts_of(eng).compactor.compactions == compactions
         text, again = run(eng, GenerationRequest(b.copy(), GREEDY, max_tokens=4, id_slot=1))
         assert again.cached_tokens == len(b)  # slot 1's KV, moved or not, is whole
         assert text == first
@@ -453,7 +457,7 @@ def test_a_cut_that_frees_cells_under_kept_ones_compacts_the_kv_which_still_serv
 def test_a_long_prefill_parks_idle_slots_with_their_next_turn_boundary(model_path: str):
     with started(model_path, n_ctx=4096, n_parallel=2, park_idle_slots=True) as eng:
         a = prompt_of(eng, "Conversation A about rivers and mills. " * 12)
-        cont = [eng.model.eos, 198, 42]
+        cont = [eng.tokenizer.eos, 198, 42]
 
         def turn() -> GenerationRequest:
             return GenerationRequest(a.copy(), GREEDY, max_tokens=3, id_slot=0, continuation=cont)
@@ -466,12 +470,12 @@ def test_a_long_prefill_parks_idle_slots_with_their_next_turn_boundary(model_pat
         long = prompt_of(eng, "Conversation B about stars and comets. " * 40)
         assert len(short) < TAIL_BEFORE_PARK_MIN <= len(long)
         run(eng, GenerationRequest(short, GREEDY, max_tokens=2, id_slot=1))
-        saved = eng.call(lambda: eng.reuse.host.best("", a)[0].tokens).result(timeout=30)
+        saved = eng.call(lambda: parts_of(eng).reuse.host.best("", a)[0].tokens).result(timeout=30)
         assert eng.slots()[0].n_cached == 0 and len(saved) < boundary
         _, again = run(eng, turn())  # A again on slot 0, restored; its boundary pending again
         assert again.timings.cache_source == "host"
         run(eng, GenerationRequest(long, GREEDY, max_tokens=2, id_slot=1))
-        saved = eng.call(lambda: eng.reuse.host.best("", a)[0].tokens).result(timeout=30)
+        saved = eng.call(lambda: parts_of(eng).reuse.host.best("", a)[0].tokens).result(timeout=30)
         assert eng.slots()[0].n_cached == 0
         assert len(saved) == boundary and list(saved)[-len(cont) :] == cont
 
@@ -481,18 +485,19 @@ def test_parking_an_idle_slot_never_evicts_a_host_entry(model_path: str):
         texts = ["rivers and mills", "stars and comets", "bread and ovens", "ships and ports"]
         prompts = [prompt_of(eng, f"Conversation about {t}. " * 12) for t in texts]
         run(eng, GenerationRequest(prompts[0], GREEDY, max_tokens=2, id_slot=0))
-        size = eng.call(lambda: eng.model.state_size(0)).result(timeout=30)
+        size = eng.call(lambda: parts_of(eng).model.state_size(0)).result(timeout=30)
         # Room for one saved slot, not two (set between steps, on the engine thread).
-        eng.call(lambda: setattr(eng.reuse.host, "budget_bytes", size * 3 // 2)).result(30)
+        host = parts_of(eng).reuse.host
+        eng.call(lambda: setattr(host, "budget_bytes", size * 3 // 2)).result(30)
         for i in (1, 2):
             run(eng, GenerationRequest(prompts[i], GREEDY, max_tokens=2, id_slot=i))
         # The second task parked slot 0 (into the empty host cache); slot 1 had no room.
         slots = {s.id: s.n_cached for s in eng.slots()}
-        assert slots[0] == 0 and slots[1] > 0 and eng.reuse.snapshot().host.entries == 1
+        assert slots[0] == 0 and slots[1] > 0 and parts_of(eng).reuse.snapshot().host.entries == 1
         run(eng, GenerationRequest(prompts[3], GREEDY, max_tokens=2, id_slot=3))
         # Slot 1 would need slot 0's entry evicted: it stays resident, and the entry stays.
         slots = {s.id: s.n_cached for s in eng.slots()}
-        assert slots[1] > 0 and eng.reuse.snapshot().host.entries == 1
+        assert slots[1] > 0 and parts_of(eng).reuse.snapshot().host.entries == 1
         _, again = run(eng, GenerationRequest(prompts[0].copy(), GREEDY, max_tokens=2))
         assert again.timings.cache_source == "host"
 
@@ -507,9 +512,9 @@ def test_host_memory_budget_is_never_exceeded(model_path: str):
                     prompt_of(one, f"All about {topic}. " * 25), GREEDY, max_tokens=2
                 ),
             )
-            host = one.reuse.snapshot().host
+            host = parts_of(one).reuse.snapshot().host
             assert host.bytes <= budget
-        assert one.reuse.snapshot().saves >= 2  # states were saved, old ones evicted
+        assert parts_of(one).reuse.snapshot().saves >= 2  # states were saved, old ones evicted
 
 
 def test_kv_shifting_reuses_what_follows_a_removed_middle(model_path: str):
@@ -521,7 +526,7 @@ def test_kv_shifting_reuses_what_follows_a_removed_middle(model_path: str):
     shifting = Engine(config)
     shifting.start()
     try:
-        tok = shifting.model.tokenize
+        tok = shifting.tokenizer.tokenize
         head = tok("Numbers: " + ", ".join(str(i) for i in range(1, 21)) + ",")
         middle = tok(" (an aside that will be removed later)", add_special=False)
         tail = tok(" " + ", ".join(str(i) for i in range(21, 51)) + ",", add_special=False)
@@ -597,14 +602,14 @@ def test_a_request_stops_at_its_share_of_the_kv_and_the_limits_apply(model_path:
         assert len(prompt) + done.completion_tokens <= 256 // 2
         with pytest.raises(RequestError, match="128"):
             small.validate(GenerationRequest(TokenSequence([1] * 200)))
-        small.config.n_predict = 5  # a default (llama-server's -n) ...
+        parts_of(small).config.n_predict = 5  # a default (llama-server's -n) ...
         asked = GenerationRequest(prompt.copy(), GREEDY, max_tokens=50)
         small.validate(asked)
         assert asked.max_tokens == 50
         default = GenerationRequest(prompt.copy(), GREEDY)
         small.validate(default)
         assert default.max_tokens == 5
-        small.config.max_tokens_limit = 7  # ... and ours, a cap
+        parts_of(small).config.max_tokens_limit = 7  # ... and ours, a cap
         capped = GenerationRequest(prompt.copy(), GREEDY, max_tokens=50)
         small.validate(capped)
         assert capped.max_tokens == 7
@@ -621,14 +626,14 @@ def test_an_idle_engine_waits_for_a_request_still_arriving_and_prefills_both_at_
         second = prompt_of(eng, "Three colours of the sea:")
 
         async def burst() -> None:
-            ticket = eng.arrivals.expect()  # the second is still being read by the HTTP layer
+            ticket = eng.expect_arrival()  # the second is still being read by the HTTP layer
             one = asyncio.create_task(collect(eng, GenerationRequest(first, GREEDY, max_tokens=2)))
             # The first is admitted: the idle engine now waits for the second to arrive.
             await eventually_async(
                 lambda: any(s.state != "idle" for s in eng.slots()), "the first to be admitted"
             )
             stream = eng.open(GenerationRequest(second, GREEDY, max_tokens=2), arrival=ticket)
-            assert eng.arrivals.pending == 0  # settled as the task was queued
+            assert eng.n_arriving == 0  # settled as the task was queued
             await one
             async for _ in stream:
                 pass
@@ -636,7 +641,7 @@ def test_an_idle_engine_waits_for_a_request_still_arriving_and_prefills_both_at_
         with decode_sizes(eng) as sizes:
             asyncio.run(asyncio.wait_for(burst(), timeout=120))
         assert sizes[0] == len(first) + len(second)  # one prefill of both prompts
-        assert eng.arrivals.pending == 0
+        assert eng.n_arriving == 0
 
 
 def test_a_request_still_arriving_never_holds_up_streams_being_decoded(model_path: str):
@@ -648,7 +653,7 @@ def test_a_request_still_arriving_never_holds_up_streams_being_decoded(model_pat
             stream = eng.open(GenerationRequest(prompt, GREEDY, max_tokens=64, ignore_eos=True))
             events = aiter(stream)
             await anext(events)  # decoding now
-            ticket = eng.arrivals.expect()  # pending to the end: it never comes
+            ticket = eng.expect_arrival()  # pending to the end: it never comes
             # Admitted beside the running stream: neither waits for the ticket.
             other = GenerationRequest(prompt_of(eng, "Name a bird:"), GREEDY, max_tokens=2)
             text, _ = await collect(eng, other)
@@ -665,7 +670,7 @@ def test_a_ticket_never_settled_delays_an_idle_engine_by_the_burst_wait_at_most(
     model_path: str,
 ):
     with started(model_path, n_ctx=1024, n_parallel=2, burst_wait=0.2) as eng:
-        ticket = eng.arrivals.expect()  # a request whose body never comes
+        ticket = eng.expect_arrival()  # a request whose body never comes
         text, done = run(eng, GenerationRequest(prompt_of(eng, "Hi"), GREEDY, max_tokens=3))
         assert done.completion_tokens == 3 and text
         ticket.settle()

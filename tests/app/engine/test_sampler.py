@@ -1,7 +1,7 @@
 from __future__ import annotations
 
-from app.engine.config import EngineConfig
-from app.engine.model import Model
+from app.engine.engine_config import EngineConfig
+from app.engine.llama.model import Model
 from app.engine.sampler import Sampler, SamplingParams
 
 
@@ -10,9 +10,9 @@ def test_penalty_window_is_clamped_to_the_context():
     whole = Sampler(SamplingParams(frequency_penalty=0.5, repeat_last_n=-1), 49152, 2048)
     small = Sampler(SamplingParams(frequency_penalty=0.5, repeat_last_n=16), 49152, 2048)
     try:
-        assert huge._last_n == 2048
-        assert whole._last_n == 2048  # -1 = the whole context, as in llama-server
-        assert small._last_n == 16
+        assert huge.last_n == 2048
+        assert whole.last_n == 2048  # -1 = the whole context, as in llama-server
+        assert small.last_n == 16
     finally:
         for s in (huge, whole, small):
             s.close()
@@ -31,21 +31,21 @@ def test_plain_greedy_is_the_argmax_the_sampler_chain_would_pick(model_path: str
     model = Model(EngineConfig(model_path=model_path, n_ctx=256, n_parallel=1))
     fast = Sampler(SamplingParams(temperature=0), model.n_vocab, model.n_ctx, model.vocab)
     chain = Sampler(SamplingParams(temperature=0), model.n_vocab, model.n_ctx, model.vocab)
-    chain._argmax = False  # the same params through llama.cpp's chain
+    chain.argmax = False  # the same params through llama.cpp's chain
     # Biases that change the choice at some steps: the greedy token banned at the first one,
     # and one token pushed up (twice: repeated entries add up, as in llama.cpp).
     biased = SamplingParams(temperature=0, logit_bias=((13, 7.0), (13, 7.0), (1, float("-inf"))))
     fast_biased = Sampler(biased, model.n_vocab, model.n_ctx, model.vocab)
     chain_biased = Sampler(biased, model.n_vocab, model.n_ctx, model.vocab)
-    chain_biased._argmax = False
+    chain_biased.argmax = False
     penalised = Sampler(SamplingParams(temperature=0, repeat_penalty=1.3), model.n_vocab, 256)
     grammar = Sampler(
         SamplingParams(temperature=0, grammar='root ::= "yes"'), model.n_vocab, 256, model.vocab
     )
     batch = model.new_batch()
     try:
-        assert fast._argmax and fast_biased._argmax
-        assert not penalised._argmax and not grammar._argmax
+        assert fast.argmax and fast_biased.argmax
+        assert not penalised.argmax and not grammar.argmax
         tokens = model.tokenize("The capital of France is")
         for i, token in enumerate(tokens):
             row = batch.add(token, i, 0, i == len(tokens) - 1)

@@ -46,13 +46,13 @@ def files(root: Path) -> list[Path]:
 
 
 def stored_bytes(store: Store) -> dict[str, bytes]:
-    with store._tx() as s:
+    with store.transaction() as s:
         return {m: bytes(d) for m, d in s.execute(select(MediaBytes.media_id, MediaBytes.data))}
 
 
 def set_bytes(store: Store, media_id: str, data: bytes | None) -> None:
     """Damage (or, with None, drop) a row's stored bytes, as a disk fault or an old row would."""
-    with store._tx(write=True) as s:
+    with store.transaction(write=True) as s:
         if data is None:
             s.execute(delete(MediaBytes).where(MediaBytes.media_id == media_id))
         else:
@@ -124,7 +124,7 @@ def test_older_uploads_files_are_copied_in_when_they_hash_right(media: MediaStor
         with pytest.raises(MediaFileError, match="missing"):
             media.load(record.id)
     assert media.import_files() == 0  # nothing left this server can copy
-    with store._tx() as s:
+    with store.transaction() as s:
         assert s.scalar(select(func.count()).select_from(MediaBytes)) == 1
 
 

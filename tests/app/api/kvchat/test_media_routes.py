@@ -118,10 +118,10 @@ def test_over_the_limit_is_413(server: ServerProcess):
 def test_damaged_bytes_are_410_until_uploaded_again(server: ServerProcess):
     data = image("PNG", (12, 12), (250, 250, 0))
     created = upload(server, data).json()
-    assert server._own_data is not None  # the server's own data directory and database
-    store = Store(f"sqlite:///{Path(server._own_data) / 'kvchat.db'}")
+    data_dir = Path(server.args[server.args.index("--data-dir") + 1])  # its own, and database
+    store = Store(f"sqlite:///{data_dir / 'kvchat.db'}")
     try:
-        with store._tx(write=True) as s:
+        with store.transaction(write=True) as s:
             s.execute(
                 update(MediaBytes)
                 .where(MediaBytes.media_id == created["id"])

@@ -13,7 +13,7 @@ import pytest
 
 from bench.lib.server_process import ServerProcess
 
-QWEN3 = Path(__file__).parents[2] / "engine" / "templates" / "Qwen-Qwen3-0.6B.jinja"
+QWEN3 = Path(__file__).parents[2] / "chat" / "templates" / "Qwen-Qwen3-0.6B.jinja"
 QUESTION = [{"role": "user", "content": "What is today?"}]
 CLOSED = "<|im_start|>assistant\n<think>\n\n</think>\n\n"  # thinking off: an empty thought
 

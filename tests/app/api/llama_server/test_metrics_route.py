@@ -106,7 +106,7 @@ def test_completed_requests_move_the_counters(server: ServerProcess):
 
 def test_cells_freed_under_kept_ones_compact_the_kv_and_it_still_serves(server: ServerProcess):
     """A long conversation leaves its slot (parked to host memory by the next task): the
-    engine packs the KV cells in use (app/engine/kv_compactor.py), and the long one comes back
+    engine packs the KV cells in use (app/engine/kv/kv_compactor.py), and the long one comes back
     from host memory."""
     before = scrape(server)
     url = server.base_url + "/v1/chat/completions"
@@ -128,7 +128,7 @@ def test_cells_freed_under_kept_ones_compact_the_kv_and_it_still_serves(server: 
 
 
 def test_a_request_counts_as_arriving_until_it_is_queued_whatever_its_end(server: ServerProcess):
-    """The engine's burst wait (app/engine/arrivals.py) reads this count: a ticket left pending
+    """The engine's burst wait (app/engine/core/arrivals.py) reads this count: a ticket left pending
     would delay every later burst, so each way a request ends must settle it."""
     assert sample(scrape(server), "kvchat_requests_arriving") == 0
     body = json.dumps({"messages": [{"role": "user", "content": "Hi"}], "max_tokens": 2})

@@ -143,14 +143,15 @@ def test_a_key_created_while_open_closes_the_server_without_a_query_on_the_reque
     async def scenario() -> list[bool]:
         auth = Auth(lambda *a: None, None, 0)  # type: ignore[arg-type]
         keys = Keys()
-        seen = [await auth._keys_configured(keys)]  # the first answer is waited for
+        # White-box: the cached answer and its recheck in the background.
+        seen = [await auth._keys_configured(keys)]  # noqa: SLF001 (the first answer is waited for)
         Keys.live = True  # a key is created
-        seen.append(await auth._keys_configured(keys))  # still fresh: no query
+        seen.append(await auth._keys_configured(keys))  # still fresh: no query  # noqa: SLF001
         monkeypatch.setattr(auth_module, "KEYS_RECHECK_S", 0.0)
-        seen.append(await auth._keys_configured(keys))  # stale: answers, rechecks beside
-        await auth._recheck
+        seen.append(await auth._keys_configured(keys))  # noqa: SLF001 (stale: rechecks beside)
+        await auth._recheck  # noqa: SLF001
         monkeypatch.setattr(auth_module, "KEYS_RECHECK_S", 60.0)
-        seen.append(await auth._keys_configured(keys))
+        seen.append(await auth._keys_configured(keys))  # noqa: SLF001 (white-box)
         return seen
 
     assert asyncio.run(scenario()) == [False, False, False, True]

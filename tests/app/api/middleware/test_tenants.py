@@ -70,7 +70,7 @@ def stored_media(keyed: KeyedServer) -> set[str]:
     """Ids of the media whose bytes the server's database holds."""
     store = Store(f"sqlite:///{keyed.data_dir / 'kvchat.db'}")
     try:
-        with store._tx() as s:
+        with store.transaction() as s:
             return set(s.scalars(select(MediaBytes.media_id)))
     finally:
         store.close()

@@ -11,7 +11,7 @@ import httpx
 import openai
 import pytest
 
-from app.engine.blend_gate import BAR
+from app.engine.blend.blend_gate import BAR
 from bench.lib.server_process import ServerProcess
 from tests.eventually import eventually
 
@@ -662,7 +662,7 @@ def test_props_describe_the_server_as_llama_server_does(server: ServerProcess):
     assert props["modalities"]["vision"] is False
     assert props["endpoint_slots"] is True and props["endpoint_metrics"] is True
     # No blend flag: the packaged SmolLM2 does not pass blend's quality gate
-    # (app/engine/blend_gate.py), and /props says why.
+    # (app/engine/blend/blend_gate.py), and /props says why.
     reuse = props["kv_reuse"]
     assert reuse["default"] == "prefix" and reuse["blend_available"] is False
     assert reuse["blend_reason"].startswith("blend is off for this model")

@@ -4,15 +4,20 @@ import pytest
 
 from app.chat.sessions.conversation import conversation_prompt
 from app.chat.templates.prompter import Prompter
-from app.engine.config import EngineConfig
-from app.engine.model import Model
+from app.engine.engine_config import EngineConfig
+from app.engine.llama.model import Model
 
 
 @pytest.fixture(scope="module")
-def prompter(model_path: str):
+def model(model_path: str):
     model = Model(EngineConfig(model_path=model_path, n_ctx=512, n_parallel=1))
-    yield Prompter(model)
+    yield model
     model.close()
+
+
+@pytest.fixture(scope="module")
+def prompter(model: Model) -> Prompter:
+    return Prompter(model)
 
 
 def odd_ids(prompter: Prompter, *pieces: str) -> list[int]:
@@ -20,7 +25,9 @@ def odd_ids(prompter: Prompter, *pieces: str) -> list[int]:
     return [t for p in pieces for t in prompter.extend([0], "x", "x" + p)[1:]]
 
 
-def test_reply_ids_are_spliced_in_even_when_they_are_not_how_text_tokenizes(prompter: Prompter):
+def test_reply_ids_are_spliced_in_even_when_they_are_not_how_text_tokenizes(
+    prompter: Prompter, model: Model
+):
     reply_ids = odd_ids(prompter, "El", "ena", " is", " here")
     reply = "Elena is here"
     assert prompter.matches(reply_ids, reply)
@@ -39,7 +46,7 @@ def test_reply_ids_are_spliced_in_even_when_they_are_not_how_text_tokenizes(prom
     # Turn 2 extends turn 1 + the generated ids token for token.
     assert turn2[: len(turn1) + len(reply_ids)] == (*turn1, *reply_ids)
     # Same text as the template renders.
-    assert prompter._model.detokenize(list(turn2), special=True) == prompter.render(history2)
+    assert model.detokenize(list(turn2), special=True) == prompter.render(history2)
 
 
 def test_every_turn_extends_the_previous_turn_and_reply(prompter: Prompter):
@@ -57,7 +64,9 @@ def test_every_turn_extends_the_previous_turn_and_reply(prompter: Prompter):
         previous = (*prompt, *ids)
 
 
-def test_a_reply_the_template_does_not_render_verbatim_falls_back_to_text(prompter: Prompter):
+def test_a_reply_the_template_does_not_render_verbatim_falls_back_to_text(
+    prompter: Prompter, model: Model
+):
     # The stored ids are for other text than the message holds: not spliced (text wins).
     messages = [
         {"role": "user", "content": "Hi"},
@@ -66,4 +75,4 @@ def test_a_reply_the_template_does_not_render_verbatim_falls_back_to_text(prompt
     ]
     wrong = odd_ids(prompter, "Good", "bye")
     prompt = conversation_prompt(prompter, messages, {1: wrong}).tokens
-    assert prompter._model.detokenize(list(prompt), special=True) == prompter.render(messages)
+    assert model.detokenize(list(prompt), special=True) == prompter.render(messages)

@@ -3,8 +3,8 @@ from __future__ import annotations
 import pytest
 
 from app.chat.templates.prompter import Prompter
-from app.engine.config import EngineConfig
-from app.engine.model import Model
+from app.engine.engine_config import EngineConfig
+from app.engine.llama.model import Model
 
 
 @pytest.fixture(scope="module")

@@ -69,7 +69,7 @@ def test_a_collections_version_moves_when_a_document_becomes_ready_or_is_deleted
 
 
 def seen_long_ago(store: Store, replica: str, days: float) -> None:
-    with store._tx(write=True) as s:
+    with store.transaction(write=True) as s:
         row = s.get(ReplicaProgress, replica)
         row.seen_at = utcnow() - timedelta(days=days)
 

@@ -24,7 +24,7 @@ def asked(key: str = "k1", body: str = "a" * 64, tenant: str = "", route: str = 
 def expire(store: Store, record_id: int, **changes: object) -> None:
     """The holder died a while ago: its lease is in the past."""
     values = {"lease_until": utcnow() - timedelta(seconds=1), **changes}
-    with store._tx(write=True) as s:
+    with store.transaction(write=True) as s:
         s.execute(update(IdempotencyKey).where(IdempotencyKey.id == record_id).values(**values))
 
 

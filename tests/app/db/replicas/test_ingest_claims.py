@@ -37,7 +37,7 @@ def add(docs: DocumentStore, collection_id: str, name: str) -> str:
 
 def expire(store: Store, document_id: str) -> None:
     """The claim's worker died a while ago: its lease is in the past."""
-    with store._tx(write=True) as s:
+    with store.transaction(write=True) as s:
         past = utcnow() - timedelta(seconds=1)
         s.execute(update(Document).where(Document.id == document_id).values(lease_until=past))
 

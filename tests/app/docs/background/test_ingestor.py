@@ -225,8 +225,8 @@ def test_stored_token_ids_spell_the_chunk_with_its_header_in_the_chat_model(
     tmp_path: Path, model_path: str
 ):
     from app.docs.questions.doc_prompt import token_counter
-    from app.engine.config import EngineConfig
-    from app.engine.model import Model
+    from app.engine.engine_config import EngineConfig
+    from app.engine.llama.model import Model
 
     model = Model(EngineConfig(model_path=model_path, n_ctx=256, n_parallel=1))
     rig = Rig(tmp_path, token_counter(model))
@@ -311,7 +311,7 @@ def test_a_document_whose_worker_died_is_taken_over_once_its_lease_ran_out(rig: 
     live.start()
     live.stop()
     assert rig.status(doc) == ("processing", None)  # the lease still runs: not taken
-    with rig.store._tx(write=True) as s:  # time passes: the lease runs out
+    with rig.store.transaction(write=True) as s:  # time passes: the lease runs out
         s.execute(
             update(Document)
             .where(Document.id == doc)

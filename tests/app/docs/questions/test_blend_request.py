@@ -1,6 +1,6 @@
 """Blend: which requests blend (request, then collection, then --kv-reuse), and through the
 real server `"kv_reuse": "blend"` on /ask, chat `rag`, session turns and collections. The
-packaged SmolLM2 does not pass blend's quality gate (app/engine/blend_gate.py): on a default
+packaged SmolLM2 does not pass blend's quality gate (app/engine/blend/blend_gate.py): on a default
 server its blend requests keep prefix reuse and say why; the server of the blend tests forces
 blend on (--blend-force), and its replies carry the measured agreement."""
 
@@ -13,7 +13,7 @@ import pytest
 
 from app.db.documents.document_records import CollectionRecord
 from app.docs.questions.blend_request import collection_blends, reuse_mode, wants_blend
-from app.engine.blend_gate import gate
+from app.engine.blend.blend_gate import gate
 from app.engine.reuse_kinds import KvReuse
 from tests.app.api.kvchat.test_document_routes import (
     CATS,

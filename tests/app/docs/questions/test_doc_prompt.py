@@ -6,8 +6,8 @@ import pytest
 
 from app.chat.templates.prompter import Prompter
 from app.docs.questions.doc_prompt import INSTRUCTION, QUESTION, DocPrompter, token_counter
-from app.engine.config import EngineConfig
-from app.engine.model import Model
+from app.engine.engine_config import EngineConfig
+from app.engine.llama.model import Model
 from rag.layout import LayoutChunk, build, chunk_text
 
 CHUNKS = [
