@@ -9,6 +9,7 @@ enters through `Engine`'s methods, never through a part.
 
 from __future__ import annotations
 
+import logging
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -35,6 +36,8 @@ from app.engine.llama.vision import Vision
 from app.engine.speculation.draft_cost import DraftCost
 from app.engine.speculation.reply_memory import ReplyMemory
 from app.engine.speculation.speculator import Speculator
+
+log = logging.getLogger(__name__)
 
 
 @dataclass(slots=True)
@@ -134,9 +137,14 @@ def build_parts(
 
 
 def _speculator(config: EngineConfig, model: Model) -> Speculator:
-    # A model that cannot drop its newest positions cannot take back rejected drafts.
+    # A model that cannot drop its newest positions cannot take back rejected drafts. On a
+    # sliding-window model (Gemma 3) drafts verified in a batch changed greedy replies at logprob
+    # gaps far above a numerical tie (docs/speculation.md), so it does not speculate either.
+    speculates = model.can_roll_back and model.n_swa <= 0
+    if config.spec_type != "none" and not speculates:
+        log.warning("speculation is off: this model cannot take back drafts exactly")
     return Speculator(
-        config.spec_type if model.can_roll_back else "none",
+        config.spec_type if speculates else "none",
         config.spec_ngram_size_n,
         config.spec_draft_n_max,
         config.spec_draft_n_min,

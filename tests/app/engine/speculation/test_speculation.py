@@ -241,25 +241,22 @@ def gemma_path() -> str:
     return str(gemma.assemble())
 
 
-@settings(
-    max_examples=3, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow]
-)
-@given(st.lists(st.sampled_from(WORDS), min_size=3, max_size=10))
-def test_greedy_identical_on_the_sliding_window_model(gemma_path: str, words: list[str]):
-    """Gemma 3 (sliding window, full-size SWA cache): drafts are verified and rolled back."""
+def test_the_sliding_window_model_does_not_speculate(gemma_path: str):
+    """Gemma 3 (sliding window): drafts verified in a batch changed greedy replies at logprob
+    gaps of 0.005-0.28, far above a numerical tie, so the engine drafts nothing there and
+    replies as without speculation."""
     plain, spec = _gemma_pair(gemma_path)
-    document = " ".join(words * 2) + " " + DOCUMENT
+    document = " ".join(["shoals", "Voss", "harbour"] * 2) + " " + DOCUMENT
 
-    def reply(engine: Engine) -> tuple[str, Finished]:
+    def prompt_of(engine: Engine) -> TokenSequence:
         text = (
             f"<start_of_turn>user\nQuote exactly:\n{document}<end_of_turn>\n<start_of_turn>model\n"
         )
-        prompt = TokenSequence(engine.tokenizer.tokenize(text))
-        return run(engine, fresh(prompt, max_tokens=40))
+        return TokenSequence(engine.tokenizer.tokenize(text))
 
-    (want, _), (got, done) = reply(plain), reply(spec)
-    assert got == want
-    assert done.timings.draft_n > 0
+    want, _ = run(plain, fresh(prompt_of(plain), max_tokens=40))
+    got, done = run(spec, fresh(prompt_of(spec), max_tokens=40))
+    assert got == want and done.timings.draft_n == 0
 
 
 _GEMMA: dict[str, tuple[Engine, Engine]] = {}
