@@ -22,6 +22,7 @@ from sqlalchemy import create_engine, text
 from sqlalchemy.pool import NullPool
 
 from app.db.sql_engine import normalize_url
+from app.db.store import Store
 
 POSTGRES_ENV = "KVCHAT_TEST_POSTGRES_URL"
 BACKENDS = ("sqlite", "postgresql")
@@ -57,3 +58,15 @@ def fresh_database_url(backend: str, tmp_path: Path) -> Iterator[str]:
                 conn.execute(text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
     finally:
         admin.dispose()
+
+
+@contextmanager
+def migrated_store(backend: str, tmp_path: Path) -> Iterator[Store]:
+    """A `Store` on a fresh, migrated database of `backend`, closed after."""
+    with fresh_database_url(backend, tmp_path) as url:
+        store = Store(url)
+        store.migrate()
+        try:
+            yield store
+        finally:
+            store.close()

@@ -11,9 +11,6 @@ ROOT = Path(__file__).resolve().parents[1]
 MAP = ROOT / "docs" / "development.md"
 MAX_MODULES = 15
 NOT_MODULES = ("__init__.py", "__main__.py")  # a package's own files: every package has them
-# Folders whose split is under way elsewhere, checked by neither rule until it lands: remove the
-# entry once app/engine is split (and its folders are rows of the map).
-NOT_YET_SPLIT: tuple[str, ...] = ()
 
 
 def modules_under(folder: Path) -> list[Path]:
@@ -21,13 +18,8 @@ def modules_under(folder: Path) -> list[Path]:
     return sorted(
         p
         for p in folder.rglob("*.py")
-        if p.name not in NOT_MODULES and "__pycache__" not in p.parts and not exempt(p.parent)
+        if p.name not in NOT_MODULES and "__pycache__" not in p.parts
     )
-
-
-def exempt(folder: Path) -> bool:
-    name = folder.relative_to(ROOT).as_posix()
-    return any(name == f or name.startswith(f + "/") for f in NOT_YET_SPLIT)
 
 
 def folders_of_modules(top: str) -> set[str]:
@@ -50,7 +42,7 @@ def test_no_folder_under_app_holds_more_than_15_modules():
     for folder in folders_of_modules("app"):
         path = ROOT / folder
         n = sum(1 for p in path.glob("*.py") if p.name not in NOT_MODULES)
-        if n > MAX_MODULES and not exempt(path):
+        if n > MAX_MODULES:
             crowded[folder] = n
     assert crowded == {}
 

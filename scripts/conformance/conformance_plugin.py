@@ -22,23 +22,28 @@ from pathlib import Path
 
 import pytest
 
-# A row of the differences table: | `unit/test_x.py::test_y[...]` | why |
+# A row of a table in the doc: | `unit/test_x.py` or `unit/test_x.py::test_y[...]` | why |
 ROW = re.compile(r"^\|\s*`(unit/[^`]+)`\s*\|(.+)\|\s*$")
 START, END = "<!-- conformance:start -->", "<!-- conformance:end -->"
 
 
-def read_differences(doc: Path) -> dict[str, str]:
-    """Test id -> reason, from the rows between the markers of `doc`."""
+def read_table(doc: Path, start: str, end: str) -> dict[str, str]:
+    """First column -> reason, from the rows between the markers `start` and `end` of `doc`;
+    ValueError when the markers are missing."""
     text = doc.read_text()
-    if START not in text or END not in text:
-        raise pytest.UsageError(f"{doc}: no {START} ... {END} table")
-    table = text.split(START, 1)[1].split(END, 1)[0]
-    found = {}
-    for line in table.splitlines():
-        m = ROW.match(line.strip())
-        if m:
-            found[m.group(1)] = " ".join(m.group(2).split())
-    return found
+    if start not in text or end not in text:
+        raise ValueError(f"{doc}: no {start} ... {end} table")
+    table = text.split(start, 1)[1].split(end, 1)[0]
+    rows = (ROW.match(line.strip()) for line in table.splitlines())
+    return {m.group(1): " ".join(m.group(2).split()) for m in rows if m}
+
+
+def read_differences(doc: Path) -> dict[str, str]:
+    """Test id -> reason, from the intended differences table of `doc`."""
+    try:
+        return read_table(doc, START, END)
+    except ValueError as e:
+        raise pytest.UsageError(str(e)) from None
 
 
 def read_passes(path: Path) -> set[str] | None:

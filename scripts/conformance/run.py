@@ -22,12 +22,13 @@ from __future__ import annotations
 
 import argparse
 import os
-import re
 import shutil
 import socket
 import subprocess
 import sys
 from pathlib import Path
+
+from conformance_plugin import read_table  # beside this script
 
 ROOT = Path(__file__).resolve().parents[2]
 HERE = ROOT / "scripts" / "conformance"
@@ -74,15 +75,10 @@ def free_port() -> int:
 def not_served(doc: Path = DIFFS) -> dict[str, str]:
     """File -> why, from the table of llama-server features this server does not have (their
     files are left out of a run that names no file)."""
-    text = doc.read_text()
-    if FILES_START not in text or FILES_END not in text:
-        sys.exit(f"{doc}: no {FILES_START} ... {FILES_END} table")
-    table = text.split(FILES_START, 1)[1].split(FILES_END, 1)[0]
-    rows = (
-        re.match(r"^\|\s*`(unit/test_\w+\.py)`\s*\|(.+)\|\s*$", line.strip())
-        for line in table.splitlines()
-    )
-    return {m.group(1): " ".join(m.group(2).split()) for m in rows if m}
+    try:
+        return read_table(doc, FILES_START, FILES_END)
+    except ValueError as e:
+        sys.exit(str(e))
 
 
 def test_files(names: list[str], record: bool) -> list[str]:

@@ -16,13 +16,22 @@ sys.path.insert(0, str(HERE))
 import conformance_plugin as plugin  # noqa: E402
 
 
-def shim():  # noqa: ANN201 (a module loaded from a file without a .py name)
-    loader = SourceFileLoader("llama_server_shim", str(HERE / "llama-server"))
+def load(path: Path, name: str):  # noqa: ANN201 (a script loaded from its file)
+    """A script of scripts/conformance as a module (`llama-server` has no .py name)."""
+    loader = SourceFileLoader(name, str(path))
     spec = importlib.util.spec_from_loader(loader.name, loader)
     assert spec is not None
     module = importlib.util.module_from_spec(spec)
     loader.exec_module(module)
     return module
+
+
+def shim():  # noqa: ANN201
+    return load(HERE / "llama-server", "llama_server_shim")
+
+
+def run_module():  # noqa: ANN201
+    return load(HERE / "run.py", "conformance_run")
 
 
 def test_the_shim_swaps_the_downloads_for_the_packaged_model_and_keeps_the_rest():
@@ -52,14 +61,6 @@ def test_the_intended_differences_are_few_and_each_says_why():
     for nodeid, reason in differences.items():
         assert nodeid.startswith("unit/test_") and "::" in nodeid
         assert len(reason.split()) >= 5, nodeid
-
-
-def run_module():  # noqa: ANN201
-    spec = importlib.util.spec_from_file_location("conformance_run", HERE / "run.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
 
 
 def test_the_features_not_served_are_read_from_the_doc_and_each_says_why(tmp_path: Path):

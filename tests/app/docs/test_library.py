@@ -15,18 +15,13 @@ from app.db.documents.document_store import DocumentStore
 from app.db.store import Store
 from app.docs.library import DocLibrary
 from app.engine.request import RequestError
-from tests.db_urls import BACKENDS, fresh_database_url
+from tests.db_urls import BACKENDS, migrated_store
 
 
 @pytest.fixture(params=BACKENDS)
 def store(request: pytest.FixtureRequest, tmp_path: Path):
-    with fresh_database_url(request.param, tmp_path) as url:
-        s = Store(url)
-        s.migrate()
-        try:
-            yield s
-        finally:
-            s.close()
+    with migrated_store(request.param, tmp_path) as s:
+        yield s
 
 
 def ready_document(docs: DocumentStore, chunk_store: ChunkStore, col: str, name: str) -> list[int]:

@@ -16,7 +16,7 @@ from app.db.models import MediaBytes
 from app.db.store import Store
 from app.media.media_store import MediaFileError, MediaStore, image_limits, image_size
 from mm.image import ImageError, ImageLimits
-from tests.db_urls import fresh_database_url
+from tests.db_urls import migrated_store
 
 
 def png(width: int = 16, height: int = 8, color: tuple[int, int, int] = (200, 30, 30)) -> bytes:
@@ -27,13 +27,8 @@ def png(width: int = 16, height: int = 8, color: tuple[int, int, int] = (200, 30
 
 @pytest.fixture()
 def store(tmp_path: Path) -> Iterator[Store]:
-    with fresh_database_url("sqlite", tmp_path) as url:
-        s = Store(url)
-        s.migrate()
-        try:
-            yield s
-        finally:
-            s.close()
+    with migrated_store("sqlite", tmp_path) as s:
+        yield s
 
 
 @pytest.fixture()

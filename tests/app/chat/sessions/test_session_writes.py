@@ -12,20 +12,15 @@ import pytest
 from app.chat.sessions.session_writes import Hold, NewMessage, SessionWrites
 from app.db.store import Store
 from app.engine.request import RequestError
-from tests.db_urls import fresh_database_url
+from tests.db_urls import migrated_store
 
 HOLD = Hold("session_id", "this session is already generating a reply")
 
 
 @pytest.fixture
 def store(tmp_path: Path) -> Iterator[Store]:
-    with fresh_database_url("sqlite", tmp_path) as url:
-        s = Store(url)
-        s.migrate()
-        try:
-            yield s
-        finally:
-            s.close()
+    with migrated_store("sqlite", tmp_path) as s:
+        yield s
 
 
 def contents(store: Store, session_id: str) -> list[tuple[str, object]]:
