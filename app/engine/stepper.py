@@ -90,6 +90,7 @@ class Stepper:
         if status != 0:
             raise RuntimeError(f"llama_decode returned {status}")
         seconds = time.perf_counter() - t0
+        self.scheduler.step_cost.observe(self._batch.n_tokens, seconds)
         if all(p.task is None or p.task.request.background for p in planned):
             self.pacer.observe(self._batch.n_tokens, seconds)
         elif self.speculator is not None and all(p.n_prompt == 0 and p.task for p in planned):
