@@ -156,10 +156,12 @@ def targets(report: dict) -> list[Target]:
     """Mean TTFT of both rounds at most llama-server's."""
     if not {"ours", "llama-server"} <= set(report["servers"]):
         return []
-    return [
-        target(f"long-document QA, mean TTFT: {key}", *_pair(report, key), 1.0, at_most=True)
-        for key in (COLD, WARM)
-    ]
+    return [target(name, ours, peer, 1.0, at_most=True) for name, ours, peer in values(report)]
+
+
+def values(report: dict) -> list[tuple[str, float | None, float | None]]:
+    """(target name, ours, llama-server) per round: the README's headline rows."""
+    return [(f"long-document QA, mean TTFT: {key}", *_pair(report, key)) for key in (COLD, WARM)]
 
 
 def markdown(report: dict) -> str:

@@ -7,6 +7,7 @@ import random
 from pathlib import Path
 
 from bench import long_doc_qa
+from bench import report as compare_report
 from bench.long_doc_qa import COLD, FULL, QUICK, WARM
 
 
@@ -55,3 +56,15 @@ def test_quick_run_of_ours(tmp_path: Path):
     # Round 2 repeats round 1's prompts: nearly all of each is served from cache.
     assert ours["cached_share_warm"] > 0.9
     assert "| round 1 (cold) |" in (tmp_path / "long-doc-qa-quick.md").read_text()
+
+
+def test_a_compare_report_lists_both_rounds_in_its_tables_targets_and_headline():
+    from tests.bench.test_report import full_report
+
+    r = full_report()
+    r["long_doc_qa"] = report((1.0, 0.1), (1.25, 0.4))
+    names = [name for name, *_ in compare_report.targets(r)]
+    assert names[-2:] == [f"long-document QA, mean TTFT: {k}" for k in (COLD, WARM)]
+    assert "Long-document QA" in compare_report.markdown(r)
+    head = compare_report.headline(r)
+    assert f"| long-document QA, mean TTFT: {COLD} | 1.000 | 1.250 | 0.80 | ≤ 1: met |" in head
