@@ -26,6 +26,11 @@ LARGE = 64
 # step ~9 ms, a prompt token ~3 ms; docs/kv-reuse.md, Measurements).
 PRIOR_TOKENS = 4.0
 WEIGHT = 0.2  # of each new step in the running means
+# Fewest tokens of the prompts behind worth ending a step for. A step's cost outside llama_decode
+# (planning, sampling, handing a first token to the event loop) is not timed here, and short
+# prompts sent at once are better prefilled in one step (docs/kv-reuse.md, Measurements: four
+# ~13-token prompts); a few hundred tokens behind a long prompt delay its first token by ~1 s.
+MIN_END = LARGE
 
 
 @dataclass(slots=True)
@@ -71,7 +76,8 @@ class StepCost:
         """A prompt's prefill ends in a step with `room` tokens of the batch left, and prompts
         with `behind` tokens each to prefill (in order) could fill it. Filling the room delays
         that prompt's first token by their tokens; ending the step there costs each of the k
-        prompts that would have had some of the room one more step. True: end the step."""
+        prompts that would have had some of the room one more step. True: end the step (never
+        for fewer than MIN_END tokens)."""
         tokens = k = 0
         for n in behind:
             if tokens >= room:
@@ -79,4 +85,4 @@ class StepCost:
             n = min(room - tokens, n)
             if n > 0:
                 tokens, k = tokens + n, k + 1
-        return k > 0 and tokens > k * self.overhead_tokens()
+        return tokens >= MIN_END and tokens > k * self.overhead_tokens()

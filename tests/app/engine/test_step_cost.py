@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from app.engine.step_cost import PRIOR_TOKENS, StepCost
+from app.engine.step_cost import MIN_END, PRIOR_TOKENS, StepCost
 
 
 def test_the_prior_holds_until_small_and_large_steps_were_timed():
@@ -31,9 +31,15 @@ def test_a_gpu_like_machine_has_a_large_overhead_and_noise_never_makes_it_negati
 def test_a_step_ends_where_the_prompts_behind_would_add_more_than_their_extra_steps_cost():
     cpu = StepCost()  # the prior: a step is worth 4 prompt tokens
     assert cpu.ends_step([800, 800], room=200)  # 200 tokens of one prompt > 4
+    assert cpu.ends_step([30, 30, 30], room=200)  # 90 tokens of three prompts > 12
     assert not cpu.ends_step([3], room=200)  # 3 tokens of one prompt < 4
-    assert not cpu.ends_step([3, 3, 3], room=200)  # 9 tokens of three prompts < 12
     assert not cpu.ends_step([], room=200) and not cpu.ends_step([800], room=0)
+    # Short prompts behind go into the step whatever the ratio (MIN_END).
+    assert not cpu.ends_step([20, 20], room=200)
+    cpu.observe(1, 0.010)
+    cpu.observe(501, 5.010)  # 10 ms a token: a step's fixed part is worth nothing
+    assert cpu.overhead_tokens() == 0.0
+    assert not cpu.ends_step([MIN_END - 1], room=200) and cpu.ends_step([MIN_END], room=200)
     gpu = StepCost()
     gpu.observe(1, 0.008)
     gpu.observe(512, 0.020)
