@@ -4,9 +4,9 @@ A step's time is about a fixed part (the weights read once, the graph built and 
 engine's own work around it) plus a part per token. When a prompt's prefill ends inside a step,
 the prompts behind it could fill the rest of the batch; but its first token then waits for their
 tokens too. Ending the step there instead costs the prompts behind one more step's fixed part.
-The scheduler weighs the two with the ratio measured here (`overhead_tokens`): on a CPU a step's
-fixed part is worth a few prompt tokens (ending the step pays), on a GPU hundreds (filling the
-batch pays).
+The scheduler weighs the two with the ratio measured here (`overhead_tokens`, `ends_step`): on
+this machine a step's fixed part is worth a few prompt tokens (ending the step pays); where a
+token costs far less than a step, as on a GPU, filling the batch pays.
 
 Measured from the engine's own steps, never assumed: a running mean of the time of small steps
 (a few tokens: mostly the fixed part) and of large ones (mostly the tokens); the difference over
@@ -22,8 +22,8 @@ from dataclasses import dataclass
 # Steps of at most SMALL tokens time the fixed part; of at least LARGE, the tokens.
 SMALL = 8
 LARGE = 64
-# A step's fixed part in prompt tokens before both kinds of step were timed (a CPU's: a 1-token
-# step ~9 ms, a prompt token ~3 ms; docs/kv-reuse.md, Measurements).
+# A step's fixed part in prompt tokens before both kinds of step were timed (this machine's: a
+# 1-token step ~9 ms, a 17-token prefill ~78 ms; docs/kv-reuse.md, Measurements).
 PRIOR_TOKENS = 4.0
 WEIGHT = 0.2  # of each new step in the running means
 # Fewest tokens of the prompts behind worth ending a step for. A step's cost outside llama_decode
