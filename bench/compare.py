@@ -4,7 +4,7 @@
                             [--mmproj PATH|tiny] [--out DIR] [--no-docs] [--model GGUF]
                             [--llama-server BIN] [--server-args ARGS] [--ours-args ARGS]
                             [--threads N] [--parallel N] [--ctx-size N] [--more-clients N,..]
-                            [--no-decode-churn] [--no-doc-qa] [--no-background]
+                            [--no-decode-churn] [--no-doc-qa] [--no-long-doc-qa] [--no-background]
                             [--no-ingest] [--no-speculation] [--no-cluster]
 
 One run holds every comparison of the project, so one table answers "where do we stand", and
@@ -22,7 +22,9 @@ model file, 2
    single-stream requests alternating between them;
    llama-cpp-python serves one request at a time, so it has no slots to churn;
 3. document QA (bench/doc_qa.py, `--no-doc-qa` skips): our collections against llama-server
-   fed the same retrieved chunks;
+   fed the same retrieved chunks; then long-document QA (bench/long_doc_qa.py,
+   `--no-long-doc-qa` skips): vLLM's and LMCache's benchmark, a cold round of long prompts 4 at
+   a time, then the same prompts again in a random order;
 4. background work (bench/background.py, `--no-background` skips): ours alone, a chat request
    while documents are ingested and prefilled against the same request on the idle server;
    then ingestion speed and retrieval quality per embedding backend (bench/ingest.py,
@@ -64,7 +66,7 @@ from collections.abc import Callable
 from functools import partial
 from pathlib import Path
 
-from bench import background, cluster, decode_churn, doc_qa, ingest, speculation
+from bench import background, cluster, decode_churn, doc_qa, ingest, long_doc_qa, speculation
 from bench.lib import peers
 from bench.lib.peers import eog_logit_bias
 from bench.lib.report import BENCHMARKS, README, chart, headline, markdown, write_between_markers
@@ -184,6 +186,11 @@ def main(argv: list[str] | None = None) -> int:
         "--no-doc-qa", action="store_true", help="skip the document-QA rows (bench.doc_qa)"
     )
     p.add_argument(
+        "--no-long-doc-qa",
+        action="store_true",
+        help="skip the long-document-QA rows (bench.long_doc_qa)",
+    )
+    p.add_argument(
         "--no-background",
         action="store_true",
         help="skip the background-work row (bench.background)",
@@ -252,6 +259,9 @@ def main(argv: list[str] | None = None) -> int:
     if not args.no_doc_qa and "ours" in names:
         qa = partial(doc_qa.run, model, args.quick, names)
         run_part(report, "doc_qa", "document-QA rows", qa)
+    if not args.no_long_doc_qa and {"ours", "llama-server"} & set(names):
+        ldqa = partial(long_doc_qa.run, model, args.quick, names)
+        run_part(report, "long_doc_qa", "long-document-QA rows", ldqa)
     if not args.no_background and "ours" in names:
         bg = partial(background.run, model, args.quick)
         run_part(report, "background", "background-work row", bg)

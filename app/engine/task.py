@@ -85,6 +85,14 @@ class Task:
     def prefilling(self) -> bool:
         return self.n_done < self.prompt_len
 
+    @property
+    def text_left(self) -> int:
+        """Prompt tokens to prefill next: text only, up to the next image (the engine evaluates
+        images itself, between steps)."""
+        prompt = self.request.prompt
+        end = next((s for s, _ in prompt.media() if s >= self.n_done), self.prompt_len)
+        return end - self.n_done
+
     def start(self, slot_id: int, match: PrefixMatch, sampler: Sampler) -> None:
         self.slot_id = slot_id
         self.cache_source = match.source

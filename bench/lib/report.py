@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from bench import background, decode_churn, ingest, speculation
+from bench import background, decode_churn, ingest, long_doc_qa, speculation
 from bench.lib import cluster_report, doc_qa_report, peers
 from bench.lib.server_process import ROOT
 from bench.lib.targets import Target, table_lines
@@ -32,6 +32,8 @@ def targets(report: dict) -> list[Target]:
         rows += decode_churn.targets(report["decode_churn"])
     if report.get("doc_qa"):
         rows += doc_qa_report.targets(report["doc_qa"])
+    if report.get("long_doc_qa"):
+        rows += long_doc_qa.targets(report["long_doc_qa"])
     if report.get("background"):
         rows += background.targets(report["background"])
     if report.get("ingest"):
@@ -87,6 +89,8 @@ def markdown(report: dict) -> str:
         lines += ["", decode_churn.markdown(report["decode_churn"]).rstrip("\n")]
     if report.get("doc_qa"):
         lines += ["", doc_qa_report.markdown(report["doc_qa"]).rstrip("\n")]
+    if report.get("long_doc_qa"):
+        lines += ["", long_doc_qa.markdown(report["long_doc_qa"]).rstrip("\n")]
     if report.get("background"):
         lines += ["", background.markdown(report["background"]).rstrip("\n")]
     if report.get("ingest"):
@@ -189,6 +193,8 @@ def _headline_values(report: dict) -> list[tuple[str, float | None, float | None
     if qa := report.get("doc_qa"):
         pair = qa["rows"].get("ours", {}), qa["rows"].get(doc_qa_report.SCORE_ORDER, {})
         rows.append((doc_qa_report.TARGET, _get(pair[0], "mean_ttft"), _get(pair[1], "mean_ttft")))
+    if long_qa := report.get("long_doc_qa"):
+        rows += long_doc_qa.values(long_qa)
     return rows
 
 

@@ -2,7 +2,9 @@
 
 Runs only on the engine thread. Each step carries one decode token for every generating task and
 fills the rest of the batch with prefill chunks of admitted tasks in admission order (continuous
-batching): a long prompt never stalls the streams that are already generating.
+batching): a long prompt never stalls the streams that are already generating. A step may end
+where a prompt ends, so its first token does not wait for the prompts behind it, where one more
+step costs less than their tokens would delay it (measured: app/engine/step_cost.py).
 
 Background work (a document's prefill into the prefix cache, an idle slot's next-turn boundary)
 goes only into steps that carry no client work, in batches no larger than the engine allows
@@ -21,6 +23,7 @@ from dataclasses import dataclass, field
 
 from app.engine.core.slot import Slot
 from app.engine.core.slot_choice import best_source, choose_slot
+from app.engine.core.step_cost import StepCost
 from app.engine.llama.batch import Batch
 from app.engine.request import RequestError
 from app.engine.speculation.speculator import Speculator
@@ -62,6 +65,9 @@ class Scheduler:
         # KV cells one request may use (n_ctx_request).
         self.speculator = speculator if speculator is not None and speculator.enabled else None
         self.n_ctx_request = n_ctx_request
+        # What one more step costs, in prompt tokens (timed by the stepper): whether a step ends
+        # where a client's prompt ends (`_ends_step`).
+        self.step_cost = StepCost()
 
     @property
     def has_work(self) -> bool:
@@ -195,7 +201,7 @@ class Scheduler:
         carries nothing else (0: none). `speculate`: client tasks may carry drafts."""
         batch.clear()
         clients = [t for t in self.active if not t.request.background]
-        planned = self._plan_tasks(batch, clients, batch.free, speculate)
+        planned = self._plan_tasks(batch, clients, batch.free, speculate, end_early=True)
         if planned or background <= 0 or self.busy_with_clients:
             return planned
         tasks = [t for t in self.active if t.request.background]
@@ -213,10 +219,16 @@ class Scheduler:
         return planned
 
     def _plan_tasks(
-        self, batch: Batch, tasks: list[Task], limit: int, speculate: bool = False
+        self,
+        batch: Batch,
+        tasks: list[Task],
+        limit: int,
+        speculate: bool = False,
+        end_early: bool = False,
     ) -> list[Planned]:
         """Decode tokens of `tasks` first (generation never waits for prefill), then their
-        drafts, then prefill chunks in admission order, at most `limit` tokens in all."""
+        drafts, then prefill chunks in admission order, at most `limit` tokens in all.
+        `end_early`: the step may end where a prompt's prefill ends (`_ends_step`)."""
         planned: list[Planned] = []
         start = batch.n_tokens
         for task in tasks:
@@ -226,15 +238,13 @@ class Scheduler:
                 planned.append(Planned(task, slot, [task.next_token], 0, row))
         if speculate and planned and self.speculator is not None:
             self._add_drafts(batch, planned, limit - (batch.n_tokens - start))
-        for task in tasks:
+        for n, task in enumerate(tasks):
             room = min(batch.free, limit - (batch.n_tokens - start))
             if not task.prefilling or room <= 0:
                 continue
             slot = self.slot_of(task)
             prompt = task.request.prompt
-            # Text only, up to the next image: the engine evaluates images itself, between steps.
-            end = next((s for s, _ in prompt.media() if s >= task.n_done), task.prompt_len)
-            take = min(room, end - task.n_done)
+            take = min(room, task.text_left)
             if take == 0:
                 continue  # an image is next
             tokens = prompt.text_tokens(task.n_done, task.n_done + take)
@@ -247,7 +257,14 @@ class Scheduler:
                 if completes and i == last:
                     row = r
             planned.append(Planned(task, slot, tokens, take, row))
+            if completes and end_early and self._ends_step(tasks[n + 1 :], room - take):
+                break
         return planned
+
+    def _ends_step(self, behind: list[Task], room: int) -> bool:
+        """A prompt's prefill ends in this step with `room` tokens left: whether the step ends
+        there rather than take the prefill of the prompts `behind` it (`StepCost.ends_step`)."""
+        return self.step_cost.ends_step([t.text_left for t in behind if t.prefilling], room)
 
     def _add_drafts(self, batch: Batch, decoding: list[Planned], room: int) -> None:
         """Each decoding task's draft after its token: positions on from the token's, a

@@ -93,6 +93,7 @@ class Stepper:
         if status != 0:
             raise RuntimeError(f"llama_decode returned {status}")
         seconds = time.perf_counter() - t0
+        self.scheduler.step_cost.observe(self._batch.n_tokens, seconds)
         clients = [p for p in planned if p.task is not None and not p.task.request.background]
         if not clients:
             self.pacer.observe(self._batch.n_tokens, seconds)

@@ -188,3 +188,40 @@ def test_a_background_task_that_has_generated_is_not_preempted():
     bg.n_generated = 1  # something was already handed to its sink
     s.enqueue(task([4, 5]))
     assert s.next_admission() is None and s.active == [bg]
+
+
+def prefilling(s: Scheduler, n: int, length: int) -> list[Task]:
+    """`n` client tasks admitted at once, each with `length` prompt tokens to prefill."""
+    tasks = []
+    for i in range(n):
+        t = task([1000 * (i + 1) + j for j in range(length)])
+        s.enqueue(t)
+        nxt = s.next_admission()
+        assert nxt is not None and nxt[0] is t
+        s.bind(t, nxt[1])
+        t.slot_id = nxt[1].id
+        tasks.append(t)
+    return tasks
+
+
+def test_a_step_ends_where_a_prompt_ends_while_another_step_costs_less_than_the_wait():
+    s = Scheduler(4, similarity=0.1)
+    batch = Batch(512)
+    try:
+        a, b, c = prefilling(s, 3, 300)
+        # The first prompt ends in the step: the others' 212 tokens would delay its first
+        # token by far more than one more step costs them (a CPU's prior), so the step ends.
+        planned = s.plan(batch)
+        assert [(p.task, p.n_prompt, p.row is not None) for p in planned] == [(a, 300, True)]
+        s.commit(planned)
+        a.next_token = 7  # sampled
+        planned = s.plan(batch)
+        # Then a decode token first, and the next prompt, which ends there too.
+        assert [(p.task, p.n_prompt) for p in planned] == [(a, 0), (b, 300)]
+        # Where one more step costs more than the wait (a GPU's ratio), the batch is filled.
+        s.step_cost.observe(1, 0.008)
+        s.step_cost.observe(512, 0.009)
+        planned = s.plan(batch)
+        assert [(p.task, p.n_prompt) for p in planned] == [(a, 0), (b, 300), (c, 211)]
+    finally:
+        batch.close()
