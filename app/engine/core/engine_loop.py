@@ -85,9 +85,15 @@ class EngineLoop:
                             self._wake.clear()
                             continue
                         self.outbox.flush_due()
-                        if not clients and self._clients_present():
-                            # A client came during a background step: parking and compaction
-                            # wait for the step after its first token, as for any client.
+                        if (
+                            self.inbox
+                            or self.arrivals.pending
+                            or (not clients and self._clients_present())
+                        ):
+                            # Requests came during the step (or a client during a background
+                            # one): admit them first. Parking and compaction (tens of ms of saves
+                            # and moves) wait for a step with none waiting, as they wait for an
+                            # arriving client's first token.
                             continue
                         if self._park_pending:
                             self._park_pending = False
