@@ -39,7 +39,7 @@ from bench import decode_limit
 from bench.lib import core, peers
 from bench.lib.client import stream_chat
 from bench.lib.server_process import ROOT
-from bench.lib.targets import Target, table_lines, target
+from bench.lib.targets import Target, failed_lines, ratio_table, table_lines, target
 
 SLOTS = 2
 NAMES = ("ours", "llama-server")  # llama-cpp-python has no slots to churn
@@ -242,15 +242,12 @@ def markdown(report: dict) -> str:
         f"Single-stream decode and session churn, every server -np {SLOTS} -t 2 -c 8192; bare "
         f"decode loop (one thread, no server): {loop}.",
         "",
-        "| row |" + "".join(f" {n} |" for n in names) + " ours / llama-server |",
-        "|---|" + "---:|" * (len(names) + 1),
     ]
-    for label, group, key, _, _ in SPEC:
-        values = "".join(f" {rows[n][group][key]:.3f} |" for n in names)
-        ours, peer = _pair(rows, group, key)
-        ratio = f"{ours / peer:.2f}" if ours is not None and peer else ""
-        lines.append(f"| {label} |{values} {ratio} |")
-    lines += [f"\n{name} failed: {why}" for name, why in report.get("failed", {}).items()]
+    table = [
+        (label, [rows[n][group][key] for n in names], *_pair(rows, group, key))
+        for label, group, key, _, _ in SPEC
+    ]
+    lines += ratio_table(names, table) + failed_lines(report)
     return "\n".join(lines) + "\n"
 
 

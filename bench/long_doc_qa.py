@@ -30,7 +30,7 @@ from bench.lib import peers
 from bench.lib.client import Result, stream_chat
 from bench.lib.core import TOPICS, nonce
 from bench.lib.server_process import ROOT
-from bench.lib.targets import Target, table_lines, target
+from bench.lib.targets import Target, failed_lines, ratio_table, table_lines, target
 
 RESULTS = ROOT / "bench" / "results"
 COLD, WARM = "round 1 (cold)", "round 2 (warm)"
@@ -175,15 +175,9 @@ def markdown(report: dict) -> str:
         f"reply; round 1 cold, round 2 the same prompts in a random order; mean TTFT (s) over "
         f"{plan['runs']} runs.",
         "",
-        "| round |" + "".join(f" {n} |" for n in servers) + " ours / llama-server |",
-        "|---|" + "---:|" * (len(servers) + 1),
     ]
-    for key in (COLD, WARM):
-        values = "".join(f" {s[key]:.3f} |" for s in servers.values())
-        ours, peer = _pair(report, key)
-        ratio = f"{ours / peer:.2f}" if ours is not None and peer else ""
-        lines.append(f"| {key} |{values} {ratio} |")
-    lines += [f"\n{name} failed: {why}" for name, why in report.get("failed", {}).items()]
+    table = [(key, [s[key] for s in servers.values()], *_pair(report, key)) for key in (COLD, WARM)]
+    lines += ratio_table(list(servers), table, first="round") + failed_lines(report)
     return "\n".join(lines) + "\n"
 
 

@@ -31,3 +31,25 @@ def table_lines(rows: list[Target]) -> list[str]:
         shown = "–" if ratio is None else f"{ratio:.2f}"
         lines.append(f"| {name} | {shown} | {bound} | {verdict} |")
     return lines
+
+
+def ratio_table(
+    names: list[str],
+    rows: list[tuple[str, list[float], float | None, float | None]],
+    first: str = "row",
+) -> list[str]:
+    """The markdown lines of a results table: one column per server, then ours / llama-server.
+    `rows`: (label, a value per server in `names`' order, ours, llama-server's)."""
+    lines = [
+        f"| {first} |" + "".join(f" {n} |" for n in names) + " ours / llama-server |",
+        "|---|" + "---:|" * (len(names) + 1),
+    ]
+    for label, values, ours, peer in rows:
+        ratio = f"{ours / peer:.2f}" if ours is not None and peer else ""
+        lines.append(f"| {label} |" + "".join(f" {v:.3f} |" for v in values) + f" {ratio} |")
+    return lines
+
+
+def failed_lines(report: dict) -> list[str]:
+    """A line per server that could not run, with why."""
+    return [f"\n{name} failed: {why}" for name, why in report.get("failed", {}).items()]
