@@ -48,12 +48,28 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     fail ("cannot be called from a running event loop").
 
     Under pytest-xdist each module is one unit of work (an `xdist_group` named after it, unless
-    the module names a group of its own): its module-scoped servers start once, on one worker."""
-    items.sort(key=lambda item: "tests/frontend/" in item.nodeid.replace("\\", "/"))
-    if hasattr(config, "workerinput"):
-        for item in items:
-            if item.get_closest_marker("xdist_group") is None:
-                item.add_marker(pytest.mark.xdist_group(item.nodeid.split("::")[0]))
+    the module names a group of its own): its module-scoped servers start once, on one worker.
+    The units holding a slow test go out first, so that no long one is left for the end while
+    the other worker idles."""
+    items.sort(key=_in_browser)
+    if not hasattr(config, "workerinput"):
+        return
+    for item in items:
+        if item.get_closest_marker("xdist_group") is None:
+            item.add_marker(pytest.mark.xdist_group(item.nodeid.split("::")[0]))
+    slow = {_group(item) for item in items if item.get_closest_marker("slow")}
+    items.sort(key=lambda item: (_in_browser(item), _group(item) not in slow))
+
+
+def _in_browser(item: pytest.Item) -> bool:
+    return "tests/frontend/" in item.nodeid.replace("\\", "/")
+
+
+def _group(item: pytest.Item) -> str:
+    marker = item.get_closest_marker("xdist_group")
+    if marker is None:
+        return ""
+    return str(marker.args[0] if marker.args else marker.kwargs.get("name", "default"))
 
 
 # httpx's module functions give up after 5 s by default: a hidden timing threshold. A real model
