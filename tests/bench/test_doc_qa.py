@@ -12,10 +12,6 @@ from bench import doc_qa
 from bench.lib.core import TOPICS
 from bench.workloads.doc_qa_workload import FULL, QUICK, questions
 
-# Its bench servers log to build/bench-logs/ as the GPU kit's rehearsal does (tests/bench/gpu):
-# under pytest-xdist the two modules share a worker.
-pytestmark = pytest.mark.xdist_group("bench_logs")
-
 
 def test_questions_follow_zipf_popularity_and_prompts_number_by_rank():
     asked = questions(FULL, random.Random(3))

@@ -16,9 +16,7 @@ from bench.gpu import kit
 from bench.lib.peers import LLAMA_SERVER
 from bench.lib.server_process import ROOT
 
-# Slow (make test-fast leaves it out). Its bench servers log to build/bench-logs/ as
-# test_doc_qa's do: under pytest-xdist the two modules share a worker.
-pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("bench_logs")]
+pytestmark = pytest.mark.slow  # make test-fast leaves it out
 
 
 @pytest.fixture(scope="module")
