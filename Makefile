@@ -87,6 +87,12 @@ $(FRONTEND_UI): $(FRONTEND_NPM) $(FRONTEND_SRC)
 run: $(STAMP) $(FRONTEND_UI)
 	$(PY) -m app $(ARGS)
 
+# The tests run on PYTEST_JOBS workers (pytest-xdist; each test module on one worker with its
+# servers, tests/conftest.py); PYTEST_JOBS=0 runs them in one process, one after another.
+# `make test-fast` leaves out the tests marked slow (real-model runs of ~15 s or more).
+PYTEST_JOBS ?= 2
+XDIST := $(if $(filter 0,$(PYTEST_JOBS)),,-n $(PYTEST_JOBS))
+
 test: $(STAMP) $(FRONTEND_UI)
 	$(PY) -m ruff check .
 	# Browser tests drive Debian's chromium (installed here when missing).
@@ -97,7 +103,10 @@ test: $(STAMP) $(FRONTEND_UI)
 	# installs PostgreSQL if missing), stopped however pytest ends; pytest's status is ours.
 	trap 'scripts/postgres.sh stop' EXIT; \
 	url=$$(scripts/postgres.sh start) || exit 1; \
-	KVCHAT_TEST_POSTGRES_URL=$$url $(PY) -m pytest -q $(PYTEST_ARGS)
+	KVCHAT_TEST_POSTGRES_URL=$$url $(PY) -m pytest -q $(XDIST) $(PYTEST_ARGS)
+
+test-fast:
+	$(MAKE) test PYTEST_ARGS="-m 'not slow' $(PYTEST_ARGS)"
 
 # llama.cpp's own server tests (from the llama-cpp-python sdist) against ours, offline: what
 # llama-server passes with the packaged model must pass, but for the intended differences listed

