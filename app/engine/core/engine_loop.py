@@ -88,7 +88,7 @@ class EngineLoop:
                         if (
                             self.inbox
                             or self.arrivals.pending
-                            or (not clients and self._clients_present())
+                            or (not clients and self.scheduler.busy_with_clients)
                         ):
                             # Requests came during the step (or a client during a background
                             # one): admit them first. Parking and compaction (tens of ms of saves

@@ -4,7 +4,7 @@ Runs only on the engine thread. Each step carries one decode token for every gen
 fills the rest of the batch with prefill chunks of admitted tasks in admission order (continuous
 batching): a long prompt never stalls the streams that are already generating. A step may end
 where a prompt ends, so its first token does not wait for the prompts behind it, where one more
-step costs less than their tokens would delay it (measured: app/engine/step_cost.py).
+step costs less than their tokens would delay it (measured: app/engine/core/step_cost.py).
 
 Background work (a document's prefill into the prefix cache, an idle slot's next-turn boundary)
 goes only into steps that carry no client work, in batches no larger than the engine allows
