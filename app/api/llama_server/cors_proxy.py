@@ -6,18 +6,24 @@ is sent as `NAME: value`. The caller's own Authorization, X-Api-Key, cookies and
 its credentials for this server, never the target's. The target's answer comes back with its
 status, body and headers, less those of the hop (Server, Transfer-Encoding, Content-Length,
 Keep-Alive) and its CORS headers (this server sends its own).
+
+httpx is imported on first use: with rich installed (a dev dependency) it loads its command line
+too, a tenth of a second that every server start would pay for a route few servers enable.
 """
 
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
+from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
 
-import httpx
 from fastapi import Request
 from fastapi.responses import StreamingResponse
 
 from app.engine.request import RequestError
+
+if TYPE_CHECKING:
+    import httpx
 
 PREFIX = "x-llama-server-proxy-header-"
 TIMEOUT_S = 600.0  # llama-server's read and write timeouts
@@ -56,6 +62,8 @@ def forwarded_headers(request: Request) -> dict[str, str]:
 
 
 async def forward(request: Request, method: str) -> StreamingResponse:
+    import httpx
+
     url = target_url(request.query_params.get("url"))
     body = await request.body() if method == "POST" else None
     client = httpx.AsyncClient(follow_redirects=True, timeout=TIMEOUT_S)
