@@ -114,7 +114,9 @@ def _export(src: Path, target: Path) -> None:
 def main(argv: list[str] | None = None) -> int:
     """`python -m rag.onnx_export [MODEL_DIR]`: export now (make install runs it)."""
     args = sys.argv[1:] if argv is None else argv
-    logging.basicConfig(level=logging.INFO)
+    # This module's progress, not the quantizer's line per tensor (it logs to the root logger).
+    logging.basicConfig(level=logging.WARNING)
+    log.setLevel(logging.INFO)
     print(exported_model(args[0] if args else None))
     return 0
 

@@ -125,7 +125,9 @@ def pack_tree(src: Path, out: Path, arcname: str, skip=lambda rel: False) -> Non
         rel = info.name.removeprefix(arcname).lstrip("/")
         return None if rel and skip(rel) else info
 
-    with tarfile.open(out, "w:xz", preset=9) as tar:
+    # xz's fastest preset: the tree is a few MiB at any preset, far under the limit, and the
+    # strongest took many times as long (docs/benchmarks.md, GPU).
+    with tarfile.open(out, "w:xz", preset=1) as tar:
         tar.add(src, arcname=arcname, filter=keep)
 
 
