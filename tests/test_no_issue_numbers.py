@@ -1,5 +1,6 @@
-"""No code comment or docstring under app/, mm/, rag/, bench/ or scripts/ cites an issue number:
-a reader of the code cannot see the tracker, so a comment says the why in plain words."""
+"""No code comment or docstring under app/, mm/, rag/, bench/ or scripts/, and no comment in the
+Makefile, pyproject.toml or .ci/run, cites an issue number: a reader of the code cannot see the
+tracker, so a comment says the why in plain words."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 FOLDERS = ("app", "mm", "rag", "bench", "scripts")
+FILES = ("Makefile", "pyproject.toml", ".ci/run")  # comments with #, as in a shell script
 
 # "issue 29", "Issue #29", "issues 11 and 26"; "#29" or "(#29)" standing alone (not a hex
 # colour such as #fff or #3366ff, not a port such as :8080, not "#" starting a comment).
@@ -49,9 +51,8 @@ def citations(source: str, suffix: str) -> list[tuple[int, str]]:
 
 
 def sources() -> list[Path]:
-    return sorted(
-        p for folder in FOLDERS for p in (ROOT / folder).rglob("*") if p.suffix in (".py", ".sh")
-    )
+    code = (p for folder in FOLDERS for p in (ROOT / folder).rglob("*"))
+    return sorted(p for p in code if p.suffix in (".py", ".sh")) + [ROOT / f for f in FILES]
 
 
 def test_no_comment_or_docstring_cites_an_issue_number():
