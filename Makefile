@@ -9,8 +9,8 @@ PIP := $(PY) -m pip --disable-pip-version-check
 # worker would compile the whole app again.
 unexport PYTHONDONTWRITEBYTECODE
 
-# llama-cpp-python compiles llama.cpp (~4 min on 2 cores without llama.cpp's `common`, which its
-# bindings never load: scripts/build_llama_wheel.sh). The wheel is built once into a cache
+# llama-cpp-python compiles llama.cpp (without llama.cpp's `common`, which its bindings never
+# load: scripts/build_llama_wheel.sh; the times are in docs/development.md). The wheel is built once into a cache
 # directory outside the work tree and reused. AMX is off: llama.cpp's AMX kernels crash inside
 # llama_decode on this machine's CPU; AVX512 stays on (GGML_NATIVE=OFF, so flags are explicit).
 LLAMA_VERSION := 0.3.36

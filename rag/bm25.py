@@ -1,7 +1,7 @@
 """`Bm25Index`: keyword search over one collection's chunk texts (bm25s), by chunk id.
 
-bm25s is imported on first use: it brings scipy, a tenth of a second that every server start
-would pay, documents or not (and every test server with it)."""
+bm25s is imported on first use: it brings scipy, which every server start would otherwise load,
+documents or not (docs/development.md, "How long a fresh machine takes")."""
 
 from __future__ import annotations
 

@@ -4,8 +4,7 @@
 
 `make install` installs everything but llama-cpp-python this way while llama-cpp-python's wheel
 compiles beside it (pip would otherwise build the wheel itself, and only then download the
-rest); the wheel goes in last with the project itself. Requirements of an extra that name the
-project (`kvchat[...]`) are not followed.
+rest); the wheel goes in last with the project itself.
 """
 
 from __future__ import annotations

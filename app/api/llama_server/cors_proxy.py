@@ -8,7 +8,7 @@ status, body and headers, less those of the hop (Server, Transfer-Encoding, Cont
 Keep-Alive) and its CORS headers (this server sends its own).
 
 httpx is imported on first use: with rich installed (a dev dependency) it loads its command line
-too, a tenth of a second that every server start would pay for a route few servers enable.
+too, which every server start would otherwise pay for a route few servers enable.
 """
 
 from __future__ import annotations
