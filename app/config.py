@@ -100,6 +100,9 @@ class Settings(DerivedSettings, BaseSettings):
     )
     """layers offloaded to the GPU; -1: all when the build has a GPU backend (none on a CPU
     build)"""
+    cpu_variant: str = setting("auto", "--cpu-variant", group=MODEL, engine="cpu_variant")
+    """the CPU backend to load, by variant name (x64, haswell, skylakex, zen4 on x86-64);
+    auto: the best one this CPU runs"""
     flash_attn: Literal["on", "off", "auto"] = setting(
         "auto", "-fa", "--flash-attn", group=MODEL, engine="flash_attn"
     )

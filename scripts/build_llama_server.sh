@@ -5,11 +5,12 @@
 #
 # Gets the llama-cpp-python sdist from PyPI (scripts/llama_sdist.sh: pip download, unpacked once
 # under ~/.cache/kvchat-sdist) and builds only the `llama-server` target of its vendor/llama.cpp
-# with cmake, with the same ggml flags as the llama-cpp-python wheel (Makefile: LLAMA_CMAKE_ARGS;
-# GGML_NATIVE=OFF, AVX512 on, AMX off because llama.cpp's AMX kernels crash inside llama_decode on
-# our CPU). Static, CPU only, no OpenSSL, no web UI download. The binary lands in
-# OUT_DIR/bin/llama-server; OUT_DIR/.version records the version and a hash of the flags, and when
-# both match this script does nothing. The scratch directory (OUT_DIR/work: the cmake tree) is
+# with cmake, with the same ggml flags as the llama-cpp-python wheel (Makefile: LLAMA_CMAKE_ARGS:
+# on x86-64 the CPU variants, loaded at run time from beside the binary, so it runs on every
+# x86-64 CPU as our server does). Shared libraries (GGML_BACKEND_DL needs them), CPU only, no
+# OpenSSL, no web UI download. The binary and its libraries land in OUT_DIR/bin (the binary finds
+# them through an $ORIGIN rpath); OUT_DIR/.version records the version and a hash of the flags,
+# and when both match this script does nothing. The scratch directory (OUT_DIR/work: the cmake tree) is
 # kept after a failure so a rerun resumes, and deleted after a success.
 #
 # Environment: LLAMA_VERSION (default 0.3.36), LLAMA_CMAKE_ARGS (the ggml flags; default below,
@@ -24,14 +25,14 @@ cd "$root"
 
 out=$(realpath -m "${1:-build/llama-server}")
 version=${LLAMA_VERSION:-0.3.36}
-ggml_args=${LLAMA_CMAKE_ARGS:-"-DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON \
--DGGML_F16C=ON -DGGML_AVX512=ON -DGGML_AVX512_VBMI=ON -DGGML_AVX512_VNNI=ON -DGGML_AVX512_BF16=ON \
--DGGML_AMX_TILE=OFF -DGGML_AMX_INT8=OFF -DGGML_AMX_BF16=OFF -DLLAMA_CURL=OFF"}
+ggml_args=${LLAMA_CMAKE_ARGS:-"-DLLAMA_CURL=OFF"}
 # shellcheck disable=SC2206  # word splitting wanted: a flat list of -D flags
 cmake_args=(
     $ggml_args
     -DCMAKE_BUILD_TYPE=Release
-    -DBUILD_SHARED_LIBS=OFF
+    -DBUILD_SHARED_LIBS=ON
+    -DCMAKE_BUILD_WITH_INSTALL_RPATH=ON
+    "-DCMAKE_INSTALL_RPATH=\$ORIGIN"
     -DLLAMA_BUILD_TESTS=OFF
     -DLLAMA_BUILD_EXAMPLES=OFF
     -DLLAMA_BUILD_TOOLS=ON      # tools/server lives under tools/
@@ -109,9 +110,10 @@ start=$SECONDS
 "$cmake" --build "$tree" --target llama-server -j "$jobs" >&2
 log "built in $((SECONDS - start)) s"
 
+rm -rf "$out/bin"
 mkdir -p "$out/bin"
-install -m 755 "$tree/bin/llama-server" "$bin.tmp"
-mv -f "$bin.tmp" "$bin"
+cp -P "$tree"/bin/*.so* "$out/bin/"
+install -m 755 "$tree/bin/llama-server" "$bin"
 echo "$stamp" >"$out/.version"
 rm -rf "$work"
 log "$("$bin" --version 2>&1 | grep -m1 version || true)"

@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Build the llama-cpp-python wheel from its sdist, without llama.cpp's `common` library.
+# Build the llama-cpp-python wheel from its sdist, without llama.cpp's `common` library and with
+# every backend module ggml builds (the CPU variants among them).
 #
 #   scripts/build_llama_wheel.sh WHEEL_DIR
 #
@@ -11,7 +12,8 @@
 # first `make install` (figures: docs/development.md, "How long a fresh machine takes").
 #
 # Gets the sdist through scripts/llama_sdist.sh (the unpacked copy under ~/.cache/kvchat-sdist
-# stays as it is: llama-server and the conformance tests read it), patches a scratch copy and runs
+# stays as it is: llama-server and the conformance tests read it), patches a scratch copy
+# (scripts/patch_llama_cpp.py wheel: the force removed, the backend modules installed) and runs
 # `pip wheel` on it. Environment: LLAMA_VERSION, LLAMA_CMAKE_ARGS (the Makefile's ggml flags),
 # PYTHON (for pip; default python3).
 set -euo pipefail
@@ -19,22 +21,16 @@ set -euo pipefail
 log() { echo "build_llama_wheel.sh: $*" >&2; }
 
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
-wheels=$(realpath -m "${1:?usage: build_llama_wheel.sh WHEEL_DIR}")
+mkdir -p "${1:?usage: build_llama_wheel.sh WHEEL_DIR}"
+wheels=$(cd "$1" && pwd)
 python=${PYTHON:-python3}
 src=$(PYTHON=$python "$root/scripts/llama_sdist.sh")
 
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 cp -r "$src" "$work/src"
-cmakelists="$work/src/CMakeLists.txt"
-force='set(LLAMA_BUILD_COMMON ON CACHE BOOL "Build llama.cpp common library" FORCE)'
-if ! grep -qF "$force" "$cmakelists"; then
-    log "the sdist no longer forces LLAMA_BUILD_COMMON as expected; building it unchanged"
-else
-    sed -i "s|$(printf '%s' "$force" | sed 's/[][\.*^$|]/\\&/g')|# (common not built: the bindings never load it)|" "$cmakelists"
-fi
-mkdir -p "$wheels"
+"$python" "$root/scripts/patch_llama_cpp.py" wheel "$work/src"
 log "building llama-cpp-python $(basename "$src") into $wheels"
 CMAKE_ARGS="${LLAMA_CMAKE_ARGS:-} -DLLAMA_BUILD_COMMON=OFF" \
-    CMAKE_BUILD_PARALLEL_LEVEL=$(nproc) \
+    CMAKE_BUILD_PARALLEL_LEVEL=$("$python" -c 'import os; print(os.cpu_count())') \
     "$python" -m pip --disable-pip-version-check wheel --no-deps -w "$wheels" "$work/src"

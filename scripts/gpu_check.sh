@@ -11,6 +11,7 @@
 #   1. unpack the kit; install its wheels into a folder of their own (no network);
 #   2. build llama.cpp from the kit's source for the present card's architecture only: the
 #      shared libraries our server loads (LLAMA_CPP_LIB_PATH) and llama-server, one cmake tree;
+#      its CPU part with our CPU variants (the kit's cpu_cmake_args), CUDA one more module;
 #   3. make the models: the packaged model's shape and tokenizer, and Llama 3.2 1B's layer shapes,
 #      with random weights (bench/gpu/random_model.py), and a random embedder;
 #   4. bench/gpu/check.py with `-ngl 999 -fa on` for both servers.
@@ -78,11 +79,14 @@ cmake_args=(
     -DLLAMA_BUILD_SERVER=ON -DLLAMA_BUILD_APP=OFF -DLLAMA_CURL=OFF -DLLAMA_OPENSSL=OFF
     -DLLAMA_BUILD_UI=OFF -DLLAMA_USE_PREBUILT_UI=OFF
 )
+# The CPU part as ours: the kit's CPU flags (the Makefile's variants, loaded at run time).
+read -r -a cpu_args < <("$python" -c \
+    'import json, sys; print(json.load(open(sys.argv[1]))["cpu_cmake_args"])' "$kit/MANIFEST.json")
 generator=()
 command -v ninja >/dev/null && generator=(-G Ninja)
 if [[ $rehearsal == 1 ]]; then
     step "configure llama.cpp (CPU; the rehearsal builds nothing)"
-    cmake -S "$src" -B "$tree" "${generator[@]}" "${cmake_args[@]}" -DGGML_NATIVE=OFF \
+    cmake -S "$src" -B "$tree" "${generator[@]}" "${cmake_args[@]}" "${cpu_args[@]}" \
         >"$out/build.log" 2>&1 || { tail -30 "$out/build.log"; exit 1; }
     libs=$(PYTHONPATH= "$root/.venv/bin/python" -c \
         'import importlib.util, pathlib; s = importlib.util.find_spec("llama_cpp"); \
@@ -95,8 +99,8 @@ else
     arch=$(nvidia-smi --query-gpu=compute_cap --format=csv,noheader | head -1 | tr -d ' .')
     step "build llama.cpp for sm_$arch with $(nproc) jobs"
     {
-        cmake -S "$src" -B "$tree" "${generator[@]}" "${cmake_args[@]}" -DGGML_CUDA=ON \
-            -DCMAKE_CUDA_ARCHITECTURES="$arch" -DGGML_NATIVE=ON
+        cmake -S "$src" -B "$tree" "${generator[@]}" "${cmake_args[@]}" "${cpu_args[@]}" \
+            -DGGML_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES="$arch"
         cmake --build "$tree" -j "$(nproc)" --target llama mtmd llama-server
     } >"$out/build.log" 2>&1 || { tail -40 "$out/build.log"; exit 1; }
     libs=$tree/bin

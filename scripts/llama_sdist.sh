@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # The llama-cpp-python sdist, downloaded with pip and unpacked once under ~/.cache/kvchat-sdist.
 # Its vendor/llama.cpp is llama-server's source (scripts/build_llama_server.sh) and holds
-# llama.cpp's own server tests and chat templates (make conformance).
+# llama.cpp's own server tests and chat templates (make conformance). ggml's CMakeLists gets one
+# opt-in change here, so that every build from this copy can name its CPU variants
+# (scripts/patch_llama_cpp.py variants).
 #
 #   scripts/llama_sdist.sh      the unpacked directory, on stdout (pip's output goes to stderr)
 #
@@ -14,14 +16,14 @@ version=${LLAMA_VERSION:-0.3.36}
 cache=${KVCHAT_SDIST_CACHE:-$HOME/.cache/kvchat-sdist}
 src="$cache/llama_cpp_python-$version"
 
+if [[ -n ${PYTHON:-} ]]; then
+    python=$PYTHON
+elif [[ -x $root/.venv/bin/python ]]; then
+    python=$root/.venv/bin/python
+else
+    python=python3
+fi
 if [[ ! -f $src/.unpacked ]]; then
-    if [[ -n ${PYTHON:-} ]]; then
-        python=$PYTHON
-    elif [[ -x $root/.venv/bin/python ]]; then
-        python=$root/.venv/bin/python
-    else
-        python=python3
-    fi
     mkdir -p "$cache"
     dl=$(mktemp -d "$cache/dl.XXXXXX")
     trap 'rm -rf "$dl"' EXIT
@@ -36,4 +38,6 @@ if [[ ! -f $src/.unpacked ]]; then
     }
     touch "$src/.unpacked"
 fi
+# Idempotent: a copy unpacked before the change gets it too.
+"$python" "$root/scripts/patch_llama_cpp.py" variants "$src"
 echo "$src"

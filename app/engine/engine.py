@@ -242,6 +242,7 @@ class Engine:
             self._blend.unavailable,
             self._blend.gate.forced,
             self._blend.gate.agreement.as_dict() if self._blend.gate.agreement else None,
+            m.backends,
         )
 
     async def cache_stats(self) -> CacheStats:

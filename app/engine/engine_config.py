@@ -17,6 +17,8 @@ class EngineConfig:
     n_threads_batch: int | None = None  # prompt processing; None = n_threads (llama-server's -tb)
     # Layers offloaded to a GPU: -1 = all when the build has a GPU backend, else none.
     n_gpu_layers: int = -1
+    # The CPU backend's variant by name (mm/ggml_backends.py); "auto": the best this CPU runs.
+    cpu_variant: str = "auto"
     flash_attn: str = "auto"  # on | off | auto (llama.cpp decides per device)
     cache_type_k: str = "f16"  # KV cache types: q8_0 halves the bytes of each cached token
     cache_type_v: str = "f16"

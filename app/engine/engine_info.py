@@ -6,6 +6,7 @@ from dataclasses import dataclass
 
 from app.cache.encoder_cache import EncoderCacheStats
 from app.engine.kv.prefix_reuse import ReuseStats
+from mm.ggml_backends import Backends
 
 
 @dataclass(slots=True)
@@ -24,6 +25,8 @@ class ModelInfo:
     # Blend against full prefill on the quality set at k (app/engine/blend/blend_gate.py; None: not
     # measured).
     blend_agreement: dict[str, float | int] | None = None
+    # What llama.cpp computes with: the CPU variant and its features, any GPU (`GET /props`).
+    compute: Backends | None = None
 
 
 @dataclass(slots=True)

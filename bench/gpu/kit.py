@@ -15,7 +15,8 @@ included). The kit holds:
 - `models/`: the packaged LLM's metadata (architecture, tokenizer) as a GGUF without tensors,
   and the embedding model's configuration and tokenizer without its weights
   (bench/gpu/random_model.py gives both random weights there);
-- `MANIFEST.json`: versions, files and sizes.
+- `MANIFEST.json`: versions, files and sizes, and the CPU build flags (`cpu_cmake_args`, the
+  Makefile's: the CPU variants), so the CUDA build's CPU part runs on any x86-64 CPU as ours does.
 """
 
 from __future__ import annotations
@@ -169,6 +170,18 @@ def embedder_config(out: Path) -> None:
             shutil.copy2(src / name, out / name)
 
 
+def cpu_cmake_args() -> str:
+    """The Makefile's CPU build flags (`make cpu-args`)."""
+    run = subprocess.run(
+        ["make", "-s", "--no-print-directory", "cpu-args"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    return run.stdout.strip()
+
+
 def folder_bytes(path: Path) -> int:
     return sum(f.stat().st_size for f in path.rglob("*") if f.is_file())
 
@@ -191,6 +204,7 @@ def build(out: Path = OUT) -> dict:
     }
     manifest = {
         "llama_cpp_python": LLAMA_VERSION,
+        "cpu_cmake_args": cpu_cmake_args(),
         "wheels": pins,
         "files": files,
         "bytes": sum(files.values()),

@@ -102,12 +102,16 @@ def _external(name: str, command: list[str], port: int, health_path: str) -> Man
 
 
 def ours(
-    model: str, mmproj: str | None = None, slots: int | None = None, extra: tuple[str, ...] = ()
+    model: str,
+    mmproj: str | None = None,
+    slots: int | None = None,
+    extra: tuple[str, ...] = (),
+    env: dict[str, str] | None = None,
 ) -> Peer:
     args = [*_common(model, slots), *PROFILE.ours_args, *extra]
     if mmproj:
         args += ["--mmproj", mmproj]
-    server = ServerProcess(*args)  # a temporary data directory of its own
+    server = ServerProcess(*args, env=env)  # a temporary data directory of its own
     server.log_path, server.name = LOGS / "ours.log", "ours"
     return Peer("ours", server, images=bool(mmproj))
 
@@ -139,6 +143,15 @@ def llama_server(
     return Peer("llama-server", process, images=bool(mmproj))
 
 
+# `python -m llama_cpp.server` once ggml's backends are loaded from the wheel's folder: llama.cpp
+# itself looks for the CPU variants' modules beside python's binary (mm/ggml_backends.py).
+_LLAMA_CPP_SERVER = (
+    f"import runpy, sys; sys.path.insert(0, {str(ROOT)!r}); "
+    "from mm.ggml_backends import load_backends; load_backends(); "
+    "runpy.run_module('llama_cpp.server', run_name='__main__', alter_sys=True)"
+)
+
+
 def llama_cpp_python(model: str) -> Peer:
     """llama-cpp-python's server; it has no projector for this model's chat format: no images."""
     try:
@@ -149,7 +162,7 @@ def llama_cpp_python(model: str) -> Peer:
         ) from e
     port = free_port()
     command = [
-        sys.executable, "-m", "llama_cpp.server",
+        sys.executable, "-c", _LLAMA_CPP_SERVER,
         "--model", model,
         "--n_ctx", str(CTX_SIZE),
         "--n_threads", str(THREADS),

@@ -19,6 +19,7 @@ import pytest
 from PIL import Image
 
 from app.engine.llama.batch import Batch
+from mm.ggml_backends import load_backends
 from mm.mtmd_bridge import ImageChunk, ImageInput, MtmdContext, MtmdError, TextChunk
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -46,6 +47,7 @@ def mmproj(tmp_path_factory: pytest.TempPathFactory) -> Path:
 @pytest.fixture(scope="module")
 def llm(model_path: str) -> Iterator[tuple[int, int]]:
     """(llama_model, llama_context): 2 sequences, unified KV, as the engine sets them up."""
+    load_backends()  # the CPU variant's module, before llama_backend_init
     llama_cpp.llama_backend_init()
     mparams = llama_cpp.llama_model_default_params()
     mparams.n_gpu_layers = 0

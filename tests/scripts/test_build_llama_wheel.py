@@ -1,6 +1,7 @@
 """scripts/build_llama_wheel.sh: the llama-cpp-python wheel built from its sdist without
-llama.cpp's `common`. The compile itself (~4 min) is not run here: `pip wheel` is replaced by a
-recorder that checks what it was handed; the sdist is the real one (scripts/llama_sdist.sh)."""
+llama.cpp's `common` and with every backend module. The compile itself (~4 min) is not run here:
+`pip wheel` is replaced by a recorder that checks what it was handed; the sdist is the real one
+(scripts/llama_sdist.sh)."""
 
 from __future__ import annotations
 
@@ -15,9 +16,10 @@ SCRIPT = ROOT / "scripts" / "build_llama_wheel.sh"
 FORCE = 'set(LLAMA_BUILD_COMMON ON CACHE BOOL "Build llama.cpp common library" FORCE)'
 
 # A python that records a `pip wheel` call (its CMAKE_ARGS and the source's CMakeLists) and
-# writes a wheel-named file; anything else (the sdist's `pip download`) goes to the real one.
+# writes a wheel-named file; anything else (the sdist's `pip download`, the patch) goes to the
+# real one.
 FAKE_PYTHON = """#!/usr/bin/env bash
-if [[ " $* " == *" wheel "* ]]; then
+if [[ " $* " == *" -m pip "*" wheel "* ]]; then
     src="${@: -1}"; out=""
     while [[ $# -gt 0 ]]; do [[ $1 == -w ]] && out=$2; shift; done
     echo "$CMAKE_ARGS" > "$RECORD/cmake_args"
@@ -52,6 +54,8 @@ def test_the_wheel_is_built_without_common_and_the_shared_sdist_is_left_as_it_wa
     ]
     built_from = (record / "CMakeLists.txt").read_text()
     assert FORCE not in built_from and "add_subdirectory(vendor/llama.cpp)" in built_from
+    # The CPU variants' modules go into the wheel (scripts/patch_llama_cpp.py).
+    assert "foreach(backend ${GGML_AVAILABLE_BACKENDS})" in built_from
     # The unpacked sdist that llama-server's build and the conformance tests read is untouched.
     sdist = subprocess.run(
         [str(ROOT / "scripts" / "llama_sdist.sh")],

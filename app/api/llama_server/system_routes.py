@@ -142,5 +142,7 @@ async def props(services: ServicesDep):
         "bos_token": vocab.token_text(vocab.bos) if vocab.bos >= 0 else "",
         "eos_token": vocab.token_text(vocab.eos) if vocab.eos >= 0 else "",
         "build_info": SYSTEM_FINGERPRINT,
+        # The CPU variant llama.cpp loaded (and its features) and any GPU device.
+        "compute": info.compute.as_dict() if info.compute else None,
         "is_sleeping": False,
     }

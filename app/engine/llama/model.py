@@ -24,6 +24,7 @@ from app.engine.engine_config import EngineConfig
 from app.engine.llama.batch import Batch
 from app.engine.llama.llama_params import context_params, gpu_layers, model_params
 from mm.compute_thread import ComputeThread
+from mm.ggml_backends import BackendError, load_backends
 from mm.ggml_log import log_callback
 
 log = logging.getLogger(__name__)
@@ -47,7 +48,16 @@ class Model:
         # The first decode claims the model for its thread; a decode from any other raises.
         self.compute = ComputeThread("Model")
         _install_log_callback(config.verbose)
+        # Before llama_backend_init, which looks for backend modules beside python's binary.
+        try:
+            self.backends = load_backends(config.cpu_variant)
+        except BackendError as e:
+            raise ModelError(str(e)) from None
+        log.info("compute: %s", self.backends.summary())
         llama_cpp.llama_backend_init()
+        if "CPU :" not in llama_cpp.llama_print_system_info().decode("utf-8", "replace"):
+            where = self.backends.library_dir
+            raise ModelError(f"libllama sees no CPU backend (loaded from {where})")
         self.n_gpu_layers = gpu_layers(config.n_gpu_layers)
         mparams = model_params(config, self.n_gpu_layers)
         self._model = llama_cpp.llama_model_load_from_file(config.model_path.encode(), mparams)

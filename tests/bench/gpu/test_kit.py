@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import platform
 import subprocess
 import tarfile
 from pathlib import Path
@@ -28,6 +29,10 @@ def built(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 def test_the_kit_is_under_the_limit(built: Path) -> None:
     manifest = json.loads((built / "MANIFEST.json").read_text())
+    # The CUDA build's CPU part follows the Makefile's: the CPU variants, loaded at run time.
+    assert manifest["cpu_cmake_args"] == kit.cpu_cmake_args()
+    if platform.machine() == "x86_64":
+        assert "-DGGML_BACKEND_DL=ON" in manifest["cpu_cmake_args"].split()
     assert kit.folder_bytes(built) <= kit.LIMIT_BYTES
     assert manifest["bytes"] <= kit.LIMIT_BYTES
 

@@ -48,6 +48,9 @@ def test_llama_cpp_decodes_with_the_tiny_model(
 ) -> None:
     import llama_cpp
 
+    from mm.ggml_backends import load_backends
+
+    load_backends()  # the CPU variant's module: llama_cpp.Llama looks beside python's binary
     out = random_model.make(metadata, tmp_path / "tiny.gguf", "tiny", "q4_1")
     text = b"The rivers of Europe"
     packaged = llama_cpp.Llama(model_path, vocab_only=True, verbose=False)
