@@ -183,7 +183,7 @@ def _body_limit(settings: Settings) -> Callable[[Scope], int]:
 
 def _say_if_open(settings: Settings, keys: KeyStore) -> None:
     """An open server says so at start-up, loudly when others can reach it."""
-    if settings.api_key or keys.any_live():
+    if settings.api_key or keys.state().keyed:  # revoked keys too: keys fail closed
         log.info("API keys are required (all routes but /health and the web UI)")
         return
     if all(ipaddress.ip_address(_resolve(h)).is_loopback for h in settings.hosts()):

@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import hashlib
 
-from app.db.key_store import KeyStore, key_hash
+import pytest
+
+from app.db.key_store import KeysState, KeyStore, LiveKeysError, key_hash
 from app.db.store import Store
 
 
@@ -58,3 +60,16 @@ def test_keys_are_stored_as_hashes_and_revoked(store: Store):
     assert key_hash(key) != key and keys.any_live()
     assert [k.id for k in keys.revoke("alice")] == [record.id]
     assert keys.lookup(key) is None and not keys.any_live()
+
+
+def test_keys_fail_closed_until_the_server_is_opened(store: Store):
+    keys = KeyStore(store)
+    assert keys.state() == KeysState(keyed=False, live=False)
+    record, _ = keys.create("alice")
+    assert keys.state() == KeysState(keyed=True, live=True)
+    with pytest.raises(LiveKeysError, match="revoke them first"):
+        keys.open_server()
+    keys.revoke("alice")
+    assert keys.state() == KeysState(keyed=True, live=False)  # revoking never opens
+    assert [k.id for k in keys.open_server()] == [record.id]
+    assert keys.state() == KeysState(keyed=False, live=False) and keys.list() == []
