@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
-import json
 import logging
 import secrets
 import time
@@ -29,9 +28,7 @@ from fastapi import Request
 from starlette.routing import Match
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from app.api.anthropic.anthropic_errors import anthropic_error_body, speaks_anthropic
-from app.api.errors import error_body
-from app.api.llama_server.native_errors import native_error_body, speaks_native
+from app.api.middleware.refusal import refuse
 from app.api.web_ui.frontend import API_PREFIXES
 from app.db.key_store import KeysState, KeyStore
 
@@ -88,11 +85,11 @@ class Auth:
             return
         caller = await self._caller(scope, services.keys)
         if isinstance(caller, tuple):
-            await _answer(send, scope, *caller)
+            await refuse(send, scope, *caller)
             return
         if scope["path"].startswith(ADMIN_PREFIXES) and not caller.admin:
             message = "this route needs an admin API key"
-            await _answer(send, scope, 403, message, "permission_denied")
+            await refuse(send, scope, 403, message, "permission_denied")
             return
         state = scope.setdefault("state", {})
         state["tenant_id"] = caller.tenant_id
@@ -106,7 +103,9 @@ class Auth:
             message = (
                 f"this API key already has {self.max_per_key} requests running; wait for one to end"
             )
-            await _answer(send, scope, 429, message, "too_many_requests", {"Retry-After": "1"})
+            await refuse(
+                send, scope, 429, message, "too_many_requests", headers={"Retry-After": "1"}
+            )
             return
         self.running[key] += 1
         try:
@@ -186,27 +185,3 @@ def _bearer(scope: Scope) -> str | None:
         return value[7:].strip() or None
     api_key = headers.get(b"x-api-key", b"").decode("latin-1").strip()  # llama-server's too
     return api_key or None
-
-
-async def _answer(
-    send: Send,
-    scope: Scope,
-    status: int,
-    message: str,
-    code: str,
-    headers: dict[str, str] | None = None,
-) -> None:
-    """The refusal, in the shape of the API the route speaks."""
-    if speaks_anthropic(scope["path"]):
-        shaped = anthropic_error_body(message, status)
-    elif speaks_native(scope["path"]):
-        shaped = native_error_body(message, status)
-    else:
-        shaped = error_body(message, status, code=code)
-    body = json.dumps(shaped).encode()
-    raw = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]
-    if status == 401:
-        raw.append((b"www-authenticate", b"Bearer"))
-    raw += [(k.lower().encode(), v.encode()) for k, v in (headers or {}).items()]
-    await send({"type": "http.response.start", "status": status, "headers": raw})
-    await send({"type": "http.response.body", "body": body})
