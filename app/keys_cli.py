@@ -74,6 +74,11 @@ def main(argv: list[str]) -> int:
                 return 1
             for k in revoked:
                 print(f"revoked {k.id} ({k.name})")
+            if not keys.any_live():
+                print(
+                    "no live key left: the server refuses every client until a key is created "
+                    "(keys create) or an admin opens it (keys open)"
+                )
         return 0
     finally:
         store.close()
