@@ -76,7 +76,8 @@ class Settings(DerivedSettings, BaseSettings):
     allowed_hosts: str | None = setting(None, "--allowed-hosts", group=SERVER)
     """host names requests may name in `Host`, comma-separated (* any; localhost and loopback
     addresses always); unset: only those when the server listens on loopback alone, any
-    otherwise. Behind a proxy that passes its own Host, list the public name"""
+    otherwise. Behind a proxy that passes the client's Host on (nginx's $host), list the public
+    name"""
     ui_mcp_proxy: bool = setting(False, "--ui-mcp-proxy", "--webui-mcp-proxy", group=SERVER)
     """serve llama-server's /cors-proxy?url=... (its web UI's MCP proxy): the server fetches any
     URL it is asked; do not enable on an untrusted network"""
