@@ -71,6 +71,13 @@ class Settings(DerivedSettings, BaseSettings):
     cors_credentials: bool = setting(True, "--cors-credentials", group=SERVER)
     """CORS requests may carry credentials; with --cors-origins * the request's origin is
     reflected (llama-server's)"""
+    # DNS rebinding (app/api/middleware/browser_guard.py): a page of another site whose name
+    # resolves to 127.0.0.1 would otherwise be this server's own origin.
+    allowed_hosts: str | None = setting(None, "--allowed-hosts", group=SERVER)
+    """host names requests may name in `Host`, comma-separated (* any; localhost and loopback
+    addresses always); unset: only those when the server listens on loopback alone, any
+    otherwise. Behind a proxy that passes the client's Host on (nginx's $host), list the public
+    name"""
     ui_mcp_proxy: bool = setting(False, "--ui-mcp-proxy", "--webui-mcp-proxy", group=SERVER)
     """serve llama-server's /cors-proxy?url=... (its web UI's MCP proxy): the server fetches any
     URL it is asked; do not enable on an untrusted network"""

@@ -25,6 +25,7 @@ from app.api.metrics import EngineGauges, Metrics
 from app.api.middleware.arrival_tickets import ArrivalTickets
 from app.api.middleware.auth import Auth, tenant_salt
 from app.api.middleware.body_limit import BodyLimit, largest_body
+from app.api.middleware.browser_guard import BrowserGuard, host_policy
 from app.api.middleware.cors import Cors, CorsPolicy, default_origins
 from app.api.middleware.idempotent_writes import IdempotentWrites
 from app.api.middleware.json_bodies import JsonBodies
@@ -135,6 +136,12 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.add_middleware(
         Auth, static_key=settings.api_key, max_per_key=settings.max_concurrent_per_key
     )
+    # Before the key check: a page in a browser (DNS rebinding, cross-site forms) gets nothing.
+    app.add_middleware(
+        BrowserGuard,
+        hosts=host_policy(settings.allowed_hosts, settings.hosts()),
+        cors=_cors_policy(settings),
+    )
     app.add_middleware(ReplicaHeader, name=settings.replica())  # on every answer, errors too
     # Outermost: a generation request counts as arriving before anything else is done with it.
     app.add_middleware(ArrivalTickets)
@@ -183,7 +190,7 @@ def _body_limit(settings: Settings) -> Callable[[Scope], int]:
 
 def _say_if_open(settings: Settings, keys: KeyStore) -> None:
     """An open server says so at start-up, loudly when others can reach it."""
-    if settings.api_key or keys.any_live():
+    if settings.api_key or keys.state().keyed:  # revoked keys too: keys fail closed
         log.info("API keys are required (all routes but /health and the web UI)")
         return
     if all(ipaddress.ip_address(_resolve(h)).is_loopback for h in settings.hosts()):

@@ -230,22 +230,23 @@ class ChatTurns:
         self, parts: list[dict[str, Any]], tenant: str, param: str
     ) -> list[dict[str, Any]]:
         """A new message's parts with its images checked and stored: uploaded images it names
-        must be the tenant's; inline ones are stored now, kept by id as the stored history
-        keeps them (the history is the tenant's own session: its images need no check)."""
+        must be the tenant's; inline ones are stored now as the tenant's, kept by id as the
+        stored history keeps them."""
         media = self.media
         if self.engine.images is None or media is None:
             raise no_projector(param)
         await asyncio.to_thread(visible_uploads, parts, media, tenant)
-        return await asyncio.to_thread(store_images, parts, media, self.settings)
+        return await asyncio.to_thread(store_images, parts, media, self.settings, tenant)
 
     async def session_prompt(
-        self, h: History, reasoning: ReasoningAsk | None
+        self, h: History, reasoning: ReasoningAsk | None, tenant: str
     ) -> tuple[TokenSequence, dict[str, ImageChunk], Thinking]:
-        """The prompt of a stored history (the replies' own ids spliced in), its images, and
-        how its reply's reasoning is split (None: not split, stored as generated)."""
+        """The prompt of a stored history (the replies' own ids spliced in), its images (the
+        tenant's: checked again, as an imported history may name any id), and how its reply's
+        reasoning is split (None: not split, stored as generated)."""
         asked = reasoning or ReasoningAsk()
         prompt, images = await history_prompt(
-            h, self._prompter(asked), self.engine.images, self.settings, self.media
+            h, self._prompter(asked), self.engine.images, self.settings, self.media, tenant
         )
         thinking = self._thinking(asked, prompt) if reasoning is not None else Thinking()
         return prompt, images, thinking

@@ -23,9 +23,9 @@ def load_images(
     messages: list[ChatMessage],
     settings: Any,
     media: MediaStore | None,
-    tenant_id: str | None = None,
+    tenant_id: str,
 ) -> list[ImageInput]:
-    """tenant_id: uploaded media must be visible to this tenant (None: any)."""
+    """tenant_id: uploaded media must be this tenant's (another's reads as unknown)."""
     limits = image_limits(settings)
     out: list[ImageInput] = []
     for i, message in enumerate(messages):
@@ -42,7 +42,7 @@ def load_images(
     return out
 
 
-def _uploaded(media: MediaStore | None, media_id: str, tenant_id: str | None) -> bytes:
+def _uploaded(media: MediaStore | None, media_id: str, tenant_id: str) -> bytes:
     if media is None:
         raise ImageError("uploaded media are not available on this server")
     try:
@@ -57,7 +57,7 @@ def image_prompt(
     messages: list[ChatMessage],
     settings: Any,
     media: MediaStore | None,
-    tenant_id: str | None = None,
+    tenant_id: str,
     tools: list[dict[str, Any]] | None = None,
 ) -> tuple[TokenSequence, dict[str, ImageChunk]]:
     """The prompt of a chat with images: media chunks where the images are; `tools` for a

@@ -20,6 +20,7 @@ from pathlib import Path
 
 import httpx
 
+from app.api.middleware.browser_guard import is_local_name
 from app.cluster.nginx import Nginx, largest_body_of_settings
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -91,9 +92,15 @@ class Cluster:
             "--cache-shared",
             "--replica-name",
             name,
+            *self._host_args(),
             *self.layout.args,
         ]
         return Replica(name, port, command, self.layout.work / f"{name}.log")
+
+    def _host_args(self) -> list[str]:
+        """nginx passes the client's Host (deploy/nginx.conf): replicas on loopback answer any
+        name when nginx itself listens beyond loopback (it is the one DNS rebinding reaches)."""
+        return [] if is_local_name(self.layout.host) else ["--allowed-hosts", "*"]
 
     def start(self, timeout: float = 300.0) -> None:
         self.layout.work.mkdir(parents=True, exist_ok=True)

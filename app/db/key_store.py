@@ -3,6 +3,11 @@
 A key is 32 random bytes (URL-safe base64) after a "kvc-" prefix; only its sha256 is stored.
 The key has 256 bits of entropy, so a plain (unsalted, fast) hash is enough: nobody can guess
 a key from its hash, and the lookup is one indexed equality.
+
+Keys fail closed: a database that holds any key, live or revoked, makes the server keyed, so
+revoking the last key refuses everyone (it never opens the server). Only `open_server`, an
+admin's deliberate act (`python -m app keys open`), removes the revoked keys and with them the
+last trace of keys: then the server is open again.
 """
 
 from __future__ import annotations
@@ -12,7 +17,7 @@ import secrets
 from dataclasses import dataclass
 from datetime import datetime
 
-from sqlalchemy import or_, select
+from sqlalchemy import delete, or_, select
 
 from app.db.models import ApiKey, utcnow
 from app.db.store import Store
@@ -32,6 +37,19 @@ class ApiKeyRecord:
     admin: bool
     created_at: datetime
     revoked_at: datetime | None
+
+
+@dataclass(slots=True, frozen=True)
+class KeysState:
+    """What the database says about access: `keyed` while any key exists (revoked ones too),
+    `live` while one of them can still be used."""
+
+    keyed: bool
+    live: bool
+
+
+class LiveKeysError(ValueError):
+    """The server cannot be opened while a key still works: revoke them first."""
 
 
 def _record(k: ApiKey) -> ApiKeyRecord:
@@ -95,3 +113,26 @@ class KeyStore:
             return (
                 s.scalar(select(ApiKey.id).where(ApiKey.revoked_at.is_(None)).limit(1)) is not None
             )
+
+    def state(self) -> KeysState:
+        """Whether the server is keyed (any key, revoked too) and whether a key is live."""
+        with self._store.transaction() as s:
+            keyed = s.scalar(select(ApiKey.id).limit(1)) is not None
+            live = keyed and (
+                s.scalar(select(ApiKey.id).where(ApiKey.revoked_at.is_(None)).limit(1)) is not None
+            )
+            return KeysState(keyed, live)
+
+    def open_server(self) -> list[ApiKeyRecord]:
+        """Remove every (revoked) key, so that the server serves without keys; returns them.
+        LiveKeysError while a key is live: opening is never a side effect of anything else."""
+        with self._store.transaction(write=True) as s:
+            found = list(s.scalars(select(ApiKey).order_by(ApiKey.created_at)))
+            live = [k.id for k in found if k.revoked_at is None]
+            if live:
+                raise LiveKeysError(
+                    f"{len(live)} keys are live ({', '.join(live)}): revoke them first"
+                )
+            # Only the keys seen: one created meanwhile is live and stays.
+            s.execute(delete(ApiKey).where(ApiKey.id.in_([k.id for k in found])))
+            return [_record(k) for k in found]

@@ -9,6 +9,7 @@ alembic's compare_metadata.
 
 from __future__ import annotations
 
+import hashlib
 from datetime import UTC, datetime
 from typing import Any
 
@@ -140,16 +141,19 @@ class Message(Base):
 
 
 class MediaAsset(Base):
-    """A stored image (or other media) file, deduplicated by content hash.
+    """A stored image (or other media) file of a tenant, deduplicated by content hash within
+    the tenant.
 
-    id is "media-" + the first 24 hex digits of the sha256: the same bytes always get the same
-    id, on every server, so an id in an old message still names the right file.
+    id is `media_id(sha256, tenant)`: the same bytes always get the same id for one tenant, on
+    every server, so an id in an old message still names the right file; another tenant's
+    upload of the same bytes is a row of its own. Rows from before migration 0010 have
+    `legacy_media_id(sha256)` and are shared by the tenants that uploaded or use them.
     """
 
     __tablename__ = "media_assets"
 
     id: Mapped[str] = mapped_column(String(64), primary_key=True)
-    sha256: Mapped[str] = mapped_column(String(64), unique=True)
+    sha256: Mapped[str] = mapped_column(String(64))
     mime_type: Mapped[str] = mapped_column(String(255))
     size: Mapped[int] = mapped_column(BigInteger)  # bytes
     # The file's path under a server's media directory: where uploads from before migration
@@ -211,5 +215,14 @@ class ApiKey(Base):
     revoked_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
 
 
-def media_id(sha256: str) -> str:
+def media_id(sha256: str, tenant_id: str) -> str:
+    """The tenant's id for a file: a hash of the tenant and the file's sha256. Two tenants'
+    ids for the same bytes differ, so a tenant's own id tells it nothing of another's upload;
+    an id is a name, not a permission (every use checks the tenant: app/db/media_rows.py)."""
+    key = f"media\x00{tenant_id}\x00{sha256}".encode()
+    return "media-" + hashlib.blake2b(key, digest_size=12).hexdigest()
+
+
+def legacy_media_id(sha256: str) -> str:
+    """The id of a row from before migration 0010: the same for every tenant."""
     return "media-" + sha256[:24]

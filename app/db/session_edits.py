@@ -80,7 +80,7 @@ class SessionEdits:
             s.add_all(copies)
             s.flush()
             for m in copies:  # the branch uses the same images: they count as used by it too
-                link_media(s, m)
+                link_media(s, m, conv.tenant_id)  # those its tenant sees: never another's
             return session_record(conv, len(copies), [message_record(m) for m in copies])
 
     def delete_messages_from(self, session_id: str, seq: int) -> int:

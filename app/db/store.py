@@ -14,7 +14,7 @@ from uuid import uuid4
 from sqlalchemy import delete, func, select
 from sqlalchemy.orm import Session
 
-from app.db.media_rows import MediaRows, check_text, link_media
+from app.db.media_rows import MediaRows, check_text, link_media, unseen_media
 from app.db.models import (
     ROLES,
     STATUSES,
@@ -92,7 +92,8 @@ class Store(SessionEdits, MediaRows):
         tenant_id: str = "",
     ) -> SessionRecord:
         """`messages`: (role, content) pairs of an imported conversation, stored as complete
-        turns (without reply token ids: their next prompt is tokenized from the text)."""
+        turns (without reply token ids: their next prompt is tokenized from the text).
+        MediaNotVisible, and nothing stored, if one names media the tenant cannot see."""
         check_text("system_prompt", system_prompt)
         for role, content in messages or []:
             _check_choice("role", role, ROLES)
@@ -117,11 +118,15 @@ class Store(SessionEdits, MediaRows):
         for row in rows:
             row.created_at = now
         with self._tx(write=True) as s:
+            # Imported images: only uploads this tenant can see, or nothing is stored.
+            unseen = unseen_media(s, [content for _, content in messages or []], tenant_id)
+            if unseen is not None:
+                raise unseen
             s.add(conv)
             s.flush()  # the conversation row first: the messages refer to it
             s.add_all(rows)
             s.flush()
-            for row in rows:  # imported images: only uploads this tenant can already see
+            for row in rows:
                 link_media(s, row, tenant_id)
             return session_record(conv, len(rows), [message_record(m) for m in rows])
 
@@ -264,5 +269,5 @@ class Store(SessionEdits, MediaRows):
             s.add(message)
             conv.updated_at = now
             s.flush()  # assigns message.id
-            link_media(s, message)  # the media it uses, reference-counted
+            link_media(s, message, conv.tenant_id)  # the media it uses, reference-counted
             return message_record(message)

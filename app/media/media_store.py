@@ -3,8 +3,9 @@
 The bytes are in the database, not in a server's data directory, so that every replica behind a
 load balancer reads every upload (docs/deployment.md says why not a shared directory): the row
 and its bytes commit together, so no replica ever sees a row without its bytes, and freeing a
-row frees its bytes in the same transaction. A row is keyed by the hash of its bytes (what the
-client sent, kept as is); the pixel hash that the KV cache compares is mm/image.py's job.
+row frees its bytes in the same transaction. A row is a tenant's, keyed by the tenant and the
+hash of its bytes (what the client sent, kept as is: app/db/models.py `media_id`); the pixel hash
+that the KV and encoder caches compare, under the tenant's salt, is mm/image.py's job.
 
 Uploads from before the bytes moved into the database (migration 0004) are files under the
 media directory, named by their sha256: `import_files` copies the ones this server has into the
@@ -80,15 +81,22 @@ class MediaStore:
         self.store = store
 
     def save(
-        self, data: bytes, limits: ImageLimits = DEFAULT_LIMITS, owner: str | None = None
+        self,
+        data: bytes,
+        limits: ImageLimits = DEFAULT_LIMITS,
+        tenant: str = "",
+        owned: bool = False,
     ) -> MediaRecord:
-        """Store an image (ImageError if it is not one this server takes); the same bytes
-        again give the same record, stored once (and repaired if the stored copy was damaged).
-        owner: the uploading tenant (None: kept only while a message uses it)."""
+        """Store an image of the tenant (ImageError if it is not one this server takes); the
+        same bytes again give the tenant the same record, stored once (and repaired if the
+        stored copy was damaged); another tenant's same bytes are a record of its own. owned:
+        the tenant uploaded it (else kept only while a message uses it)."""
         decoded = decode_image(data, limits)  # validate before anything is written
         sha = hashlib.sha256(data).hexdigest()
         rel = f"{sha[:2]}/{sha}{EXTENSIONS[decoded.mime_type]}"
-        return self.store.add_media(sha, decoded.mime_type, len(data), rel, owner, data)
+        return self.store.add_media(
+            sha, decoded.mime_type, len(data), rel, tenant, owned=owned, data=data
+        )
 
     def get(self, media_id: str, tenant_id: str | None = None) -> MediaRecord:
         """The record of a media id; KeyError if malformed, unknown, or not visible to
@@ -126,9 +134,7 @@ class MediaStore:
             with suppress(OSError, MediaFileError):
                 data = self._path(record).read_bytes()
                 if hashlib.sha256(data).hexdigest() == record.sha256:
-                    self.store.add_media(
-                        record.sha256, record.mime_type, record.size, record.location, data=data
-                    )
+                    self.store.put_media_bytes(record.id, data)
                     copied += 1
         if copied:
             log.info("copied %d media files from %s into the database", copied, self.root)

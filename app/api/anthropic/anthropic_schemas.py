@@ -1,6 +1,7 @@
 """Anthropic's Messages API request (`POST /v1/messages`, as llama-server serves it), and its
-translation into the OpenAI chat request the rest of the server serves: system, text and base64
-image blocks, tool_use and tool_result blocks, tools and tool_choice, stop sequences, sampling.
+translation into the OpenAI chat request the rest of the server serves: system, text and image
+blocks (base64, URL, or an upload by `file_id`), tool_use and tool_result blocks, tools and
+tool_choice, stop sequences, sampling.
 
 Unknown fields are ignored (`metadata`, `thinking`, `service_tier`, ...), as llama-server does.
 """
@@ -22,15 +23,25 @@ class TextBlock(BaseModel):
 
 
 class ImageSource(BaseModel):
-    type: Literal["base64", "url"]
+    """Inline (base64), a URL, or an upload (`file`, Anthropic's Files API shape: here an id
+    from POST /v1/media, the caller's tenant's like every upload a message names)."""
+
+    type: Literal["base64", "url", "file"]
     media_type: str | None = None
     data: str | None = None
     url: str | None = None
+    file_id: str | None = Field(default=None, max_length=64)
 
     def as_url(self) -> str:
         if self.type == "url":
             return self.url or ""
         return f"data:{self.media_type or 'image/png'};base64,{self.data or ''}"
+
+    def as_part(self) -> dict[str, Any]:
+        """The OpenAI content part of this image."""
+        if self.type == "file":
+            return {"type": "image_file", "image_file": {"file_id": self.file_id or ""}}
+        return {"type": "image_url", "image_url": {"url": self.as_url()}}
 
 
 class ImageBlock(BaseModel):
@@ -205,7 +216,7 @@ def _user(blocks: list[Any]) -> list[dict[str, Any]]:
         if isinstance(b, TextBlock):
             parts.append({"type": "text", "text": b.text})
         elif isinstance(b, ImageBlock):
-            parts.append({"type": "image_url", "image_url": {"url": b.source.as_url()}})
+            parts.append(b.source.as_part())
     if parts:
         out.append({"role": "user", "content": parts})
     return out

@@ -1,5 +1,7 @@
-"""Media uploads: `POST /v1/media` stores an image by its sha256 and returns an id that chat
-messages can refer to; `GET /v1/media/{id}` and `/v1/media/{id}/content` give it back."""
+"""Media uploads: `POST /v1/media` stores an image of the caller's tenant and returns an id that
+the tenant's chat messages can refer to (the same bytes, the same id for one tenant; another
+tenant's id for them differs and its upload is its own); `GET /v1/media/{id}` and
+`/v1/media/{id}/content` give it back."""
 
 from __future__ import annotations
 
@@ -52,8 +54,8 @@ def _gone(e: MediaFileError) -> RequestError:
     return RequestError(str(e), param="media_id", code="media_file_gone", status=410)
 
 
-def _save(media: MediaStore, data: bytes, services: Services, owner: str) -> dict[str, Any]:
-    record = media.save(data, image_limits(services.settings), owner)
+def _save(media: MediaStore, data: bytes, services: Services, tenant: str) -> dict[str, Any]:
+    record = media.save(data, image_limits(services.settings), tenant, owned=True)
     return media_json(record, image_size(data))
 
 
@@ -142,8 +144,8 @@ async def get_media_content(media_id: str, request: Request, services: ServicesD
 
 @router.delete("/{media_id}")
 async def delete_media(media_id: str, request: Request, services: ServicesDep) -> dict[str, Any]:
-    """The caller's upload goes; the file itself when no message of any session uses it and
-    no other tenant uploaded it too."""
+    """The caller's upload goes; the file itself when no message of the tenant's sessions uses
+    it any more."""
     media = _media(services)
     if not await asyncio.to_thread(media.release, media_id, tenant_of(request)):
         raise _not_found(media_id)

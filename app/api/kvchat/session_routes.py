@@ -22,6 +22,7 @@ from app.api.kvchat.session_schemas import (
 from app.api.lookups import SessionDep, TenantDep
 from app.api.services import ServicesDep
 from app.chat.sessions.session_lookup import session_not_found, valid_session_id
+from app.db.media_rows import MediaNotVisible
 from app.db.records import MessageRecord, SessionRecord
 from app.db.session_edits import UNCHANGED
 from app.engine.request import RequestError
@@ -114,14 +115,20 @@ SESSION_LINKS = openapi_links(
 @router.post("", status_code=201, responses={201: {"links": SESSION_LINKS}})
 async def create_session(body: CreateSessionRequest, tenant: TenantDep, services: ServicesDep):
     imported = [(m.role, m.model_dump()["content"]) for m in body.messages]
-    s = await asyncio.to_thread(
-        services.store.create_session,
-        body.system_prompt,
-        body.sampling,
-        body.title,
-        imported,
-        tenant,
-    )
+    try:
+        s = await asyncio.to_thread(
+            services.store.create_session,
+            body.system_prompt,
+            body.sampling,
+            body.title,
+            imported,
+            tenant,
+        )
+    except MediaNotVisible as e:  # another tenant's reads as unknown, as everywhere
+        raise RequestError(
+            f"messages[{e.index}]: no uploaded media with id {e.media_id!r}",
+            param=f"messages.{e.index}.content",
+        ) from None
     return JSONResponse(_session_json(s, with_messages=True), status_code=201)
 
 

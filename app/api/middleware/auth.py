@@ -4,6 +4,10 @@ With keys configured (`--api-key`, or keys made with `python -m app keys create`
 but /health and the web UI's files needs `Authorization: Bearer KEY`; /metrics, /slots and
 /cache (and slot actions) need an admin key. Without any key the server is open, as before.
 
+Keys fail closed: once the database holds a key, the server stays keyed while any key is there,
+revoked ones included (app/db/key_store.py), so revoking the last key refuses everyone until a
+key is created or an admin opens the server on purpose (`python -m app keys open`).
+
 Every request that passes gets `request.state.tenant_id` (the key's tenant; "" for the static
 key and the open server) and `request.state.cache_salt`, derived here from the tenant: every
 prefix-cache key includes it, and a client's `cache_salt` is appended to it, so a client can
@@ -14,7 +18,6 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
-import json
 import logging
 import secrets
 import time
@@ -25,11 +28,9 @@ from fastapi import Request
 from starlette.routing import Match
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from app.api.anthropic.anthropic_errors import anthropic_error_body, speaks_anthropic
-from app.api.errors import error_body
-from app.api.llama_server.native_errors import native_error_body, speaks_native
+from app.api.middleware.refusal import refuse
 from app.api.web_ui.frontend import API_PREFIXES
-from app.db.key_store import KeyStore
+from app.db.key_store import KeysState, KeyStore
 
 log = logging.getLogger(__name__)
 
@@ -37,7 +38,12 @@ ADMIN_PREFIXES = ("/metrics", "/slots", "/cache")
 # How long "are there any keys?" is remembered: a key created while the server runs closes
 # the open server within this time (and the one request that starts the recheck), without a
 # database query on any request's path: the recheck runs beside the request, not before it.
+# Only an admin's `keys open` can turn the answer from yes to no (revoking never does).
 KEYS_RECHECK_S = 2.0
+NO_LIVE_KEY = (
+    "every API key is revoked: the server refuses every request but /health until a key is "
+    "created (python -m app keys create) or an admin opens it (python -m app keys open)"
+)
 
 
 @dataclass(slots=True)
@@ -69,7 +75,7 @@ class Auth:
         self.static_key = static_key
         self.max_per_key = max_per_key
         self.running: Counter[str] = Counter()  # key id -> requests in flight
-        self._keys_seen: tuple[float, bool] | None = None  # (when checked, any live key)
+        self._keys_seen: tuple[float, KeysState] | None = None  # (when checked, what was seen)
         self._recheck: asyncio.Task | None = None
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
@@ -79,11 +85,11 @@ class Auth:
             return
         caller = await self._caller(scope, services.keys)
         if isinstance(caller, tuple):
-            await _answer(send, scope, *caller)
+            await refuse(send, scope, *caller)
             return
         if scope["path"].startswith(ADMIN_PREFIXES) and not caller.admin:
             message = "this route needs an admin API key"
-            await _answer(send, scope, 403, message, "permission_denied")
+            await refuse(send, scope, 403, message, "permission_denied")
             return
         state = scope.setdefault("state", {})
         state["tenant_id"] = caller.tenant_id
@@ -97,7 +103,9 @@ class Auth:
             message = (
                 f"this API key already has {self.max_per_key} requests running; wait for one to end"
             )
-            await _answer(send, scope, 429, message, "too_many_requests", {"Retry-After": "1"})
+            await refuse(
+                send, scope, 429, message, "too_many_requests", headers={"Retry-After": "1"}
+            )
             return
         self.running[key] += 1
         try:
@@ -124,18 +132,34 @@ class Auth:
         if self.static_key:
             return True
         if self._keys_seen is None:  # the first request waits for the answer
-            self._keys_seen = (time.monotonic(), await asyncio.to_thread(keys.any_live))
-        checked, found = self._keys_seen
+            self._seen(await asyncio.to_thread(keys.state))
+        assert self._keys_seen is not None
+        checked, state = self._keys_seen
         stale = time.monotonic() - checked >= KEYS_RECHECK_S
         if stale and (self._recheck is None or self._recheck.done()):
             self._recheck = asyncio.create_task(self._check(keys))
-        return found
+        return state.keyed
 
     async def _check(self, keys: KeyStore) -> None:
         try:
-            self._keys_seen = (time.monotonic(), await asyncio.to_thread(keys.any_live))
+            self._seen(await asyncio.to_thread(keys.state))
         except Exception:  # the database is away: keep the last answer, try again later
             log.exception("could not check for API keys")
+
+    def _seen(self, state: KeysState) -> None:
+        """Remember what the database said; say so in the log when access changed."""
+        before = self._keys_seen[1] if self._keys_seen is not None else None
+        self._keys_seen = (time.monotonic(), state)
+        if state == before:
+            return
+        if state.keyed and not state.live:
+            log.warning(NO_LIVE_KEY)
+        elif before is None:
+            return  # the start-up line said it (app/server.py)
+        elif not state.keyed:
+            log.warning("the API keys were removed (keys open): the server is open to everyone")
+        else:
+            log.info("an API key is live: clients with a key are served")
 
 
 PUBLIC_PATHS = ("/health", "/v1/health")  # llama-server's public endpoints
@@ -161,27 +185,3 @@ def _bearer(scope: Scope) -> str | None:
         return value[7:].strip() or None
     api_key = headers.get(b"x-api-key", b"").decode("latin-1").strip()  # llama-server's too
     return api_key or None
-
-
-async def _answer(
-    send: Send,
-    scope: Scope,
-    status: int,
-    message: str,
-    code: str,
-    headers: dict[str, str] | None = None,
-) -> None:
-    """The refusal, in the shape of the API the route speaks."""
-    if speaks_anthropic(scope["path"]):
-        shaped = anthropic_error_body(message, status)
-    elif speaks_native(scope["path"]):
-        shaped = native_error_body(message, status)
-    else:
-        shaped = error_body(message, status, code=code)
-    body = json.dumps(shaped).encode()
-    raw = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]
-    if status == 401:
-        raw.append((b"www-authenticate", b"Bearer"))
-    raw += [(k.lower().encode(), v.encode()) for k, v in (headers or {}).items()]
-    await send({"type": "http.response.start", "status": status, "headers": raw})
-    await send({"type": "http.response.body", "body": body})

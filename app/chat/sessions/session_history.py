@@ -109,15 +109,20 @@ async def history_prompt(
     vision: ImageTokenizer | None,
     settings: Any,
     media: MediaStore | None,
+    tenant_id: str,
 ) -> tuple[TokenSequence, dict[str, ImageChunk]]:
-    """Runs in a worker thread: the template is rendered once per stored reply, images decoded."""
+    """Runs in a worker thread: the template is rendered once per stored reply, images decoded.
+    Uploaded images must be the tenant's: a history imported or stored before uploads were
+    checked may name another tenant's, which reads as unknown (400), never as its pixels."""
     if not h.has_images:
         template = [m.for_template() for m in h.messages]
         prompt = await asyncio.to_thread(conversation_prompt, prompter, template, h.replies)
         return prompt, {}
     if vision is None:
         raise no_projector("content")
-    return await asyncio.to_thread(image_prompt, prompter, vision, h.messages, settings, media)
+    return await asyncio.to_thread(
+        image_prompt, prompter, vision, h.messages, settings, media, tenant_id
+    )
 
 
 def visible_uploads(content: list[dict[str, Any]], media: MediaStore, tenant_id: str) -> None:
@@ -134,17 +139,19 @@ def visible_uploads(content: list[dict[str, Any]], media: MediaStore, tenant_id:
                 ) from None
 
 
-def store_images(content: list[dict[str, Any]], media: MediaStore, settings: Any) -> list[dict]:
-    """The message's parts with inline images saved to the media store and replaced by their
-    ids (`image_file` parts), so the stored history holds each image once and by reference.
-    Worker thread."""
+def store_images(
+    content: list[dict[str, Any]], media: MediaStore, settings: Any, tenant_id: str
+) -> list[dict]:
+    """The message's parts with inline images saved to the media store as the tenant's and
+    replaced by their ids (`image_file` parts), so the stored history holds each image once
+    and by reference. Worker thread."""
     limits = image_limits(settings)
     out = []
     for part in content:
         if part.get("type") == "image_url":
             try:
                 data = image_bytes_from_url(part["image_url"]["url"], limits)
-                record = media.save(data, limits)
+                record = media.save(data, limits, tenant_id)
             except ImageError as e:
                 raise RequestError(str(e), param="content") from e
             part = {"type": "image_file", "image_file": {"file_id": record.id}}

@@ -157,7 +157,7 @@ class StoredTurns:
         engine request checked before anything is stored, the new messages stored holding the
         session's turn, the reply stored (and the turn let go) by its end hooks."""
         chats, writes = self.chats, self.writes
-        prompt, images, thinking = await chats.session_prompt(new.history, new.reasoning)
+        prompt, images, thinking = await chats.session_prompt(new.history, new.reasoning, tenant)
         request = await build(prompt)
         request.images = images
         await chats.finish(request, session.id, tenant, new.sources)

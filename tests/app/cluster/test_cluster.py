@@ -11,7 +11,7 @@ import httpx
 
 from app.cache import state_file
 from app.cache.state_file import StateFileError
-from app.cluster.cluster import Cluster, Replica
+from app.cluster.cluster import Cluster, Layout, Replica
 from tests.eventually import eventually
 
 TURN = {"max_tokens": 12, "temperature": 0}
@@ -209,3 +209,12 @@ def test_a_collections_requests_land_on_one_replica(cluster: Cluster):
             for _ in range(4)
         }
         assert len(seen) == 1, (cid, seen)
+
+
+def test_replicas_answer_any_host_only_when_nginx_listens_beyond_loopback(tmp_path):
+    """nginx passes the client's Host on: replicas on loopback keep their DNS-rebinding check
+    unless nginx itself listens where other names reach it."""
+    local = Cluster(Layout(9000, 1, tmp_path, "sqlite://"))
+    assert "--allowed-hosts" not in local.replicas[0].command
+    public = Cluster(Layout(9000, 1, tmp_path, "sqlite://", ["-np", "1"], host="0.0.0.0"))
+    assert public.replicas[0].command[-4:] == ["--allowed-hosts", "*", "-np", "1"]

@@ -14,6 +14,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from sqlalchemy import text
 
+from app.db.models import media_id
 from app.db.store import Store
 from tests.eventually import eventually
 
@@ -195,14 +196,15 @@ def test_concurrent_appends_to_one_session_get_unique_contiguous_seq(store: Stor
         assert mine == [f"{t}:{i}" for i in range(per_thread)]
 
 
-def test_media_is_idempotent_by_sha256(store: Store):
-    a = store.add_media(SHA, "image/png", 1234, "media/ab/abab.png")
-    assert a.id == "media-" + SHA[:24] and a.size == 1234 and a.created_at.tzinfo is UTC
-    again = store.add_media(SHA.upper(), "image/jpeg", 1, "elsewhere")
+def test_media_is_idempotent_by_tenant_and_sha256(store: Store):
+    a = store.add_media(SHA, "image/png", 1234, "media/ab/abab.png", "alice")
+    assert a.id == media_id(SHA, "alice") and a.size == 1234 and a.created_at.tzinfo is UTC
+    again = store.add_media(SHA.upper(), "image/jpeg", 1, "elsewhere", "alice")
     assert again == a
     assert store.get_media(a.id) == a
-    assert store.get_media_by_sha256(SHA) == a
-    assert store.get_media("media-none") is None and store.get_media_by_sha256("cd" * 32) is None
+    theirs = store.add_media(SHA, "image/png", 1234, "media/ab/abab.png", "bob")
+    assert theirs.id != a.id and theirs.sha256 == a.sha256  # a row of bob's own
+    assert store.get_media("media-none") is None
     with pytest.raises(ValueError):
         store.add_media("xyz", "image/png", 1, "p")
 

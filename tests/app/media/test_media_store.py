@@ -12,7 +12,7 @@ import pytest
 from PIL import Image
 from sqlalchemy import delete, func, select, update
 
-from app.db.models import MediaBytes
+from app.db.models import MediaBytes, media_id
 from app.db.store import Store
 from app.media.media_store import MediaFileError, MediaStore, image_limits, image_size
 from mm.image import ImageError, ImageLimits
@@ -59,12 +59,17 @@ def test_save_is_idempotent_one_copy_one_record_and_no_file(media: MediaStore, s
     first = media.save(data)
     second = media.save(data)
     assert first == second
-    assert first.id == "media-" + first.sha256[:24]
+    assert first.id == media_id(first.sha256, "")  # the open server's tenant
     assert (first.mime_type, first.size) == ("image/png", len(data))
     assert stored_bytes(store) == {first.id: data}
     assert files(media.root) == []  # every replica reads the database, none a directory
     assert first.location == f"{first.sha256[:2]}/{first.sha256}.png"  # relative: the dir can move
     assert media.save(png(color=(0, 0, 255))).id != first.id
+    theirs = media.save(data, tenant="bob", owned=True)
+    assert theirs.id == media_id(first.sha256, "bob") != first.id
+    with pytest.raises(KeyError):
+        media.get(theirs.id, tenant_id="")
+    assert media.get(theirs.id, tenant_id="bob") == theirs
 
 
 def test_load_round_trip(media: MediaStore):

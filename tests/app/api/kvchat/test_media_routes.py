@@ -11,6 +11,7 @@ import pytest
 from PIL import Image
 from sqlalchemy import update
 
+from app.db import models
 from app.db.models import MediaBytes
 from app.db.store import Store
 from bench.lib.server_process import ServerProcess
@@ -56,7 +57,7 @@ def test_upload_multipart_and_raw_give_the_same_media(server: ServerProcess):
     r = upload(server, data)
     assert r.status_code == 201, r.text
     body = r.json()
-    assert body["object"] == "media" and body["id"] == "media-" + body["sha256"][:24]
+    assert body["object"] == "media" and body["id"] == models.media_id(body["sha256"], "")
     assert (body["bytes"], body["mime_type"]) == (len(data), "image/png")
     assert (body["width"], body["height"]) == (32, 24)
     assert isinstance(body["created_at"], int)

@@ -16,6 +16,7 @@ import pytest
 import app.api.middleware.auth as auth_module
 from app.api.middleware.auth import Auth
 from app.config import Settings
+from app.db.key_store import KeysState
 from app.server import _say_if_open
 from bench.lib.server_process import ROOT, make_key
 from tests.app.api.keyed_server import KeyedServer
@@ -121,8 +122,8 @@ def test_a_key_over_its_concurrent_limit_gets_429_with_retry_after(keyed: KeyedS
 )
 def test_an_open_server_says_so_loudly_off_loopback(host, level, words, caplog, tmp_path):
     class NoKeys:
-        def any_live(self) -> bool:
-            return False
+        def state(self) -> KeysState:
+            return KeysState(keyed=False, live=False)
 
     with caplog.at_level(logging.INFO, logger="app.server"):
         _say_if_open(Settings(host=host, data_dir=str(tmp_path)), NoKeys())  # type: ignore[arg-type]
@@ -136,9 +137,9 @@ def test_a_key_created_while_open_closes_the_server_without_a_query_on_the_reque
         live = False
         queries = 0
 
-        def any_live(self) -> bool:
+        def state(self) -> KeysState:
             Keys.queries += 1
-            return Keys.live
+            return KeysState(keyed=Keys.live, live=Keys.live)
 
     async def scenario() -> list[bool]:
         auth = Auth(lambda *a: None, None, 0)  # type: ignore[arg-type]
