@@ -50,6 +50,11 @@ class Settings(DerivedSettings, BaseSettings):
     """on SIGTERM, seconds in-flight requests may finish before they are cancelled"""
     warmup: bool = setting(True, "--no-warmup", group=SERVER, engine="warmup")
     """skip the warm-up decode at start"""
+    sleep_idle_seconds: float = setting(
+        -1.0, "--sleep-idle-seconds", group=SERVER, engine="sleep_idle_seconds"
+    )
+    """seconds without work before the model is freed (its conversations' KV stays in the
+    host and disk tiers; the next request loads it again); -1: never"""
     verbose: bool = setting(False, "-v", "--verbose", group=SERVER, engine="verbose")
     """llama.cpp's own log lines"""
     log_level: str = setting("info", "--log-level", group=SERVER)

@@ -178,6 +178,7 @@ class ChatTurns:
         vision = self.engine.images
         if vision is None:
             raise no_projector("messages")
+        await self.engine.ready()  # a sleeping model's projector loads with it
         prompt, images = await asyncio.to_thread(
             image_prompt, prompter, vision, messages, self.settings, self.media, tenant, tools
         )
@@ -245,6 +246,8 @@ class ChatTurns:
         tenant's: checked again, as an imported history may name any id), and how its reply's
         reasoning is split (None: not split, stored as generated)."""
         asked = reasoning or ReasoningAsk()
+        if self.engine.images is not None:
+            await self.engine.ready()  # a sleeping model's projector loads with it
         prompt, images = await history_prompt(
             h, self._prompter(asked), self.engine.images, self.settings, self.media, tenant
         )

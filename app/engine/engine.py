@@ -62,6 +62,7 @@ class Engine:
         self._reuse, self._blend, self._vision = parts.reuse, parts.blend, parts.vision
         self._stepper, self._compactor, self._loop = parts.stepper, parts.compactor, parts.loop
         self._quiet, self._slot_files = parts.quiet, parts.slot_files
+        self._sleep = parts.sleep
         self._thread: threading.Thread | None = None
 
     # --- lifecycle ------------------------------------------------------------------------------
@@ -87,6 +88,7 @@ class Engine:
             self._inbox.close()
             ready.set_exception(e)
             return
+        self._sleep.last_active = time.monotonic()  # idle from now, not from the build
         ready.set_result(None)
         self._loop.run()
 
@@ -99,8 +101,9 @@ class Engine:
         """Stop the engine thread (queued and running requests fail with 503) and, unless
         free=False, free the model: the caller then frees it with `close()` once nothing that
         may still use the model (e.g. a response's end hooks) runs."""
-        if self._reuse.disk is not None and self._thread is not None and self._thread.is_alive():
-            try:  # keep the slots' KV across the restart
+        running = self._thread is not None and self._thread.is_alive()
+        if self._reuse.disk is not None and running and not self._sleep.asleep:
+            try:  # keep the slots' KV across the restart (a sleeping model saved it already)
                 self.call(self._reuse.persist).result(timeout=60)
             except Exception:
                 log.exception("could not save the slots' KV at shutdown")
@@ -177,9 +180,32 @@ class Engine:
         task.cancelled = True
         self._wake.set()
 
-    def call(self, fn: Callable[[], object]) -> Future:
-        """Run fn on the engine thread between steps (for state only it may touch)."""
-        return self._inbox.put_call(fn)
+    def call(self, fn: Callable[[], object], needs_model: bool = True) -> Future:
+        """Run fn on the engine thread between steps (for state only it may touch); a sleeping
+        model is loaded first unless `needs_model` is False (fn reads Python state only)."""
+        return self._inbox.put_call(fn, needs_model)
+
+    # --- sleep (llama-server's --sleep-idle-seconds) ---------------------------------------------
+
+    @property
+    def sleeping(self) -> bool:
+        """The model is freed and not loading (any thread; `/props` `is_sleeping`)."""
+        return self._sleep.sleeping
+
+    def touch(self) -> None:
+        """Work is coming (any thread): the idle time starts again and a sleeping model starts
+        loading."""
+        self._sleep.touch()
+
+    async def ready(self) -> None:
+        """Until the model is loaded (a sleeping one is woken): before tokenizing images."""
+        if self._sleep.asleep:
+            await asyncio.wrap_future(self.call(lambda: None))
+
+    async def sleep(self) -> None:
+        """Free the model now, its slots' KV saved to the cache tiers (it loads again for the
+        next work); RuntimeError while requests run or wait."""
+        await asyncio.wrap_future(self.call(self._sleep_when_idle, needs_model=False))
 
     def open(
         self, request: GenerationRequest, streaming: bool = True, arrival: Arrival | None = None
@@ -230,6 +256,11 @@ class Engine:
         """The client steps' llama_decode calls so far (any thread: a copy)."""
         return self._stepper.counts.copy()
 
+    def _sleep_when_idle(self) -> None:  # engine thread
+        if self._scheduler.has_work:
+            raise RuntimeError("the model is busy")
+        self._sleep.fall_asleep()
+
     def model_info(self) -> ModelInfo:
         m = self._model
         return ModelInfo(
@@ -251,7 +282,7 @@ class Engine:
         def read() -> CacheStats:  # the counters change on the engine thread
             return CacheStats(self._reuse.snapshot(), vision.stats() if vision else None)
 
-        return await asyncio.wrap_future(self.call(read))
+        return await asyncio.wrap_future(self.call(read, needs_model=False))
 
     async def reset_cache(self) -> None:
         """Drop every host and disk entry and the KV of every idle slot."""

@@ -87,4 +87,7 @@ class EngineConfig:
     mmproj_path: str | None = None  # multimodal projector (mtmd); None: text only
     encoder_cache_bytes: int = 256 << 20  # vision-encoder outputs kept by image id; 0 = off
     warmup: bool = True
+    # Seconds idle before the model is freed, its slots' KV kept in the cache tiers; it loads
+    # again for the next work (app/engine/core/model_sleep.py). <= 0: never.
+    sleep_idle_seconds: float = -1.0
     verbose: bool = False  # llama.cpp's own log lines

@@ -144,5 +144,5 @@ async def props(services: ServicesDep):
         "build_info": SYSTEM_FINGERPRINT,
         # The CPU variant llama.cpp loaded (and its features) and any GPU device.
         "compute": info.compute.as_dict() if info.compute else None,
-        "is_sleeping": False,
+        "is_sleeping": services.engine.sleeping,
     }

@@ -7,6 +7,11 @@ settled by the engine as it queues the request (the responder hands it over); wh
 request earlier (a refused key, a bad body, an unknown session) settles it when the response
 ends. Generation requests are the routes `route_of` names (chat, completions, session turns,
 document questions).
+
+Every POST also touches the engine (`Engine.touch`): the idle time of `--sleep-idle-seconds`
+starts again, and a sleeping model starts loading while the body is still being read, as
+llama-server wakes for any task. GETs (`/health`, `/props`, `/models`, `/metrics`, `/slots`)
+leave it asleep.
 """
 
 from __future__ import annotations
@@ -22,6 +27,8 @@ class ArrivalTickets:
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         services = getattr(scope["app"].state, "services", None) if "app" in scope else None
+        if services is not None and scope["type"] == "http" and scope["method"] == "POST":
+            services.engine.touch()
         generates = scope["type"] == "http" and route_of(scope["path"], scope["method"])
         if services is None or not generates:
             await self.app(scope, receive, send)

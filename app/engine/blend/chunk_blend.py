@@ -245,6 +245,11 @@ class ChunkBlend:
         self.model.seq_clear(self.scratch)
         self._head_in_scratch = False
 
+    def clear_scratch(self) -> None:
+        """Before the context goes (sleep): nothing is kept in the scratch sequence."""
+        if self.scratch is not None and self.model.loaded:
+            self._clear_scratch()
+
 
 @dataclass(slots=True)
 class BlendStats:

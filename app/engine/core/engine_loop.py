@@ -17,7 +17,8 @@ import time
 from app.engine.background_tasks import TASK_KINDS, kind_of
 from app.engine.blend.chunk_blend import ChunkBlend
 from app.engine.core.arrivals import Arrivals
-from app.engine.core.inbox import Inbox
+from app.engine.core.inbox import Call, Inbox
+from app.engine.core.model_sleep import ModelSleep
 from app.engine.core.outbox import Outbox
 from app.engine.core.quiet_gate import QuietGate
 from app.engine.core.scheduler import Scheduler
@@ -48,6 +49,7 @@ class EngineLoop:
         wake: threading.Event,
         quiet: QuietGate,
         blend: ChunkBlend,
+        sleep: ModelSleep,
     ) -> None:
         self.config, self.model, self.scheduler = config, model, scheduler
         self.reuse, self.stepper, self.compactor = reuse, stepper, compactor
@@ -55,6 +57,7 @@ class EngineLoop:
         self._wake = wake  # set by whatever gives the loop work
         self.quiet = quiet  # open while no client work is found (background workers wait)
         self.blend = blend  # places a blend request's chunks after its prefix
+        self.sleep = sleep  # frees the model when idle, loads it again for work
         self.dead = False  # the loop died: nothing will be served any more
         self._last_busy = 0.0  # time.monotonic() when the last step with requests ended
         self._park_pending = False  # idle slots with KV to move to host memory after a step
@@ -85,6 +88,7 @@ class EngineLoop:
                             self._wake.clear()
                             continue
                         self.outbox.flush_due()
+                        self.sleep.last_active = time.monotonic()
                         if (
                             self.inbox
                             or self.arrivals.pending
@@ -113,7 +117,11 @@ class EngineLoop:
                     if due is not None and due <= now and not clients:
                         self.stepper.step(background=True)
                         continue
-                    self._wake.wait(timeout=1.0 if due is None else due - now)
+                    asleep_in = self.sleep.seconds_left(now)
+                    if asleep_in is not None and asleep_in <= 0 and due is None and not clients:
+                        self.sleep.fall_asleep()
+                        continue
+                    self._wake.wait(timeout=_idle_wait(due, asleep_in, now))
                     self._wake.clear()
                 except Exception:  # a bug in one step must not kill the server
                     log.exception("engine step failed; failing the active requests")
@@ -126,19 +134,24 @@ class EngineLoop:
         finally:
             self.inbox.close()
             pending, calls = self.inbox.take()
-            for _, future in calls:
-                future.set_exception(RuntimeError("the engine stopped"))
+            for call in calls:
+                call.future.set_exception(RuntimeError("the engine stopped"))
             for task in list(self.scheduler.active) + list(self.scheduler.waiting) + pending:
                 task.fail("the server is shutting down", status=503, code="unavailable")
             self.outbox.flush()
 
     def _intake(self) -> None:
         new, calls = self.inbox.take()
-        for fn, future in calls:
+        if new or calls:
+            self.sleep.last_active = time.monotonic()
+        wakes = self.sleep.waking or new or any(c.needs_model for c in calls)
+        if self.sleep.asleep and wakes and not self._wake_up(new, calls):
+            return
+        for call in calls:
             try:
-                future.set_result(fn())
+                call.future.set_result(call.fn())
             except Exception as e:  # the caller gets it
-                future.set_exception(e)
+                call.future.set_exception(e)
         for task in new:
             self.scheduler.enqueue(task)
             self.reuse.prefetch(task)
@@ -158,6 +171,21 @@ class EngineLoop:
                 slot.erase(self.model)  # its KV may be half restored or placed
                 self.scheduler.release(task)
                 task.fail("internal error while starting the request")
+
+    def _wake_up(self, new: list[Task], calls: list[Call]) -> bool:
+        """Load the sleeping model; if that fails, what woke it fails with the reason (the
+        next work tries again)."""
+        try:
+            self.sleep.wake_up()
+            return True
+        except Exception as e:
+            log.exception("loading the model failed")
+            self.sleep.waking = False
+            for call in calls:
+                call.future.set_exception(e)
+            for task in new:
+                task.fail(f"the model could not be loaded: {e}", status=503, code="unavailable")
+            return False
 
     def _clients_present(self) -> bool:
         """A client request is being received, waits in the inbox or the queue, or runs:
@@ -227,3 +255,14 @@ class EngineLoop:
         kind = kind_of(task.request)
         if kind is not None:
             self.background_done[kind] += 1
+
+
+def _idle_wait(due: float | None, asleep_in: float | None, now: float) -> float:
+    """Seconds an idle loop waits for work: until a conversation's tail is due or the model
+    falls asleep, at most a second."""
+    waits = [1.0]
+    if due is not None:
+        waits.append(due - now)
+    if asleep_in is not None:
+        waits.append(asleep_in)
+    return max(0.0, min(waits))

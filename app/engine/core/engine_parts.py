@@ -23,6 +23,7 @@ from app.engine.blend.chunk_blend import ChunkBlend
 from app.engine.core.arrivals import Arrivals
 from app.engine.core.engine_loop import EngineLoop
 from app.engine.core.inbox import Inbox
+from app.engine.core.model_sleep import ModelSleep
 from app.engine.core.outbox import FIRST_EVENT_WAIT_S, Outbox
 from app.engine.core.quiet_gate import QuietGate
 from app.engine.core.scheduler import Scheduler
@@ -56,6 +57,7 @@ class EngineParts:
     inbox: Inbox  # tasks and calls from other threads; closed = the engine is stopping
     quiet: QuietGate  # background work waits on it for clients
     slot_files: SlotFiles
+    sleep: ModelSleep  # frees the model when idle (--sleep-idle-seconds) and loads it for work
     loop: EngineLoop
 
 
@@ -103,6 +105,10 @@ def build_parts(
     inbox = Inbox(wake.set)
     quiet = QuietGate(arrivals)
     slot_files = SlotFiles(model, scheduler.slots, reuse, inbox.put_call)
+    sleep = ModelSleep(
+        config.sleep_idle_seconds, model, scheduler, reuse, blend, vision, stepper, config.warmup,
+        wake.set,
+    )  # fmt: skip
     loop = EngineLoop(
         config,
         model,
@@ -116,6 +122,7 @@ def build_parts(
         wake,
         quiet,
         blend,
+        sleep,
     )
     return EngineParts(
         config=config,
@@ -132,6 +139,7 @@ def build_parts(
         inbox=inbox,
         quiet=quiet,
         slot_files=slot_files,
+        sleep=sleep,
         loop=loop,
     )
 

@@ -11,12 +11,18 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable
 from concurrent.futures import Future
+from dataclasses import dataclass
 
 from app.engine.core.arrivals import Arrival
 from app.engine.request import RequestError
 from app.engine.task import Task
 
-Call = tuple[Callable[[], object], Future]
+
+@dataclass(slots=True)
+class Call:
+    fn: Callable[[], object]
+    future: Future
+    needs_model: bool  # a sleeping model is loaded before it runs (app/engine/core/model_sleep.py)
 
 
 def shutting_down() -> RequestError:
@@ -70,14 +76,16 @@ class Inbox:
                 raise shutting_down()
             check_room(self._tasks)
 
-    def put_call(self, fn: Callable[[], object]) -> Future:
-        """Run fn on the engine thread between steps; its future fails once the engine stops."""
+    def put_call(self, fn: Callable[[], object], needs_model: bool = True) -> Future:
+        """Run fn on the engine thread between steps; its future fails once the engine stops.
+        `needs_model`: fn touches the model (a sleeping one is loaded first); False for reads of
+        Python state, which must not wake it."""
         future: Future = Future()
         with self._lock:
             if self._closed:
                 future.set_exception(shutting_down())
                 return future
-            self._calls.append((fn, future))
+            self._calls.append(Call(fn, future, needs_model))
         self._wake()
         return future
 

@@ -58,45 +58,86 @@ class Model:
         if "CPU :" not in llama_cpp.llama_print_system_info().decode("utf-8", "replace"):
             where = self.backends.library_dir
             raise ModelError(f"libllama sees no CPU backend (loaded from {where})")
+        self.path = config.model_path
         self.n_gpu_layers = gpu_layers(config.n_gpu_layers)
-        mparams = model_params(config, self.n_gpu_layers)
-        self._model = llama_cpp.llama_model_load_from_file(config.model_path.encode(), mparams)
-        if not self._model:
-            raise ModelError(f"failed to load model {config.model_path}")
-        self._vocab = llama_cpp.llama_model_get_vocab(self._model)
-
+        self._mparams = model_params(config, self.n_gpu_layers)
+        # The vocabulary and metadata come from a vocab-only handle kept for the life of this
+        # object: any thread may tokenize while the weights are unloaded (sleep) or reloading.
+        self._meta = _load(config.model_path, vocab_only=True)
+        self._vocab = llama_cpp.llama_model_get_vocab(self._meta)
+        self._model: llama_cpp.llama_model_p | None = None
+        self._ctx: llama_cpp.llama_context_p | None = None
+        self._mem = None
+        self._config = config
+        self._cparams: llama_cpp.llama_context_params | None = None
+        self.load()
+        weights = self._model
         # One sequence more than the slots: the scratch sequence where a chunk's KV is computed
         # or restored before it is moved into a slot (app/engine/blend/chunk_blend.py). Not with a
         # window-only SWA cache, which cannot keep a moved chunk and whose size grows by a
         # window per sequence.
-        window_only = llama_cpp.llama_model_n_swa(self._model) > 0 and not config.swa_full
-        try:
-            cparams = context_params(config, config.n_parallel + (0 if window_only else 1))
-        except KeyError as e:
-            llama_cpp.llama_model_free(self._model)
-            raise ModelError(f"unknown KV cache type or flash-attention mode {e}") from None
-        self._ctx = llama_cpp.llama_init_from_model(self._model, cparams)
+        self.n_swa = llama_cpp.llama_model_n_swa(weights)
+        window_only = self.n_swa > 0 and not config.swa_full
+        self.scratch_seq: int | None = None if window_only else config.n_parallel
+        self.n_ctx = llama_cpp.llama_n_ctx(self._ctx)
+        self.n_batch = llama_cpp.llama_n_batch(self._ctx)
+        self.n_seq_max = config.n_parallel  # the slots
+        self.n_vocab = llama_cpp.llama_vocab_n_tokens(self._vocab)
+        self._pieces: dict[int, bytes] = {}  # token (~token: special) -> its piece
+        self._eog: dict[int, bool] = {}
+        # What the weights' hyperparameters say, read once: the vocab-only handle has none.
+        self.n_ctx_train = llama_cpp.llama_model_n_ctx_train(weights)
+        self.rope_type = llama_cpp.llama_model_rope_type(weights)
+        self.rope_freq_scale = llama_cpp.llama_model_rope_freq_scale_train(weights)
+        self._recurrent = bool(
+            llama_cpp.llama_model_is_recurrent(weights) or llama_cpp.llama_model_is_hybrid(weights)
+        )
+        self.bos = llama_cpp.llama_vocab_bos(self._vocab)
+        self.eos = llama_cpp.llama_vocab_eos(self._vocab)
+        self.add_bos = bool(llama_cpp.llama_vocab_get_add_bos(self._vocab))
+        self.swa_full = config.swa_full
+
+    # --- weights and context: loaded at start, unloaded while asleep -----------------------------
+
+    @property
+    def loaded(self) -> bool:
+        return self._ctx is not None
+
+    def load(self) -> None:
+        """Load the weights and create the context, with the parameters of the first load (the
+        same cells, slots and threads: saved KV states fit again). No-op when loaded."""
+        if self._ctx is not None:
+            return
+        config = self._config
+        self._model = _load(config.model_path, self._mparams)
+        if self._cparams is None:
+            window_only = llama_cpp.llama_model_n_swa(self._model) > 0 and not config.swa_full
+            try:
+                self._cparams = context_params(
+                    config, config.n_parallel + (0 if window_only else 1)
+                )
+            except KeyError as e:
+                self._free_weights()
+                raise ModelError(f"unknown KV cache type or flash-attention mode {e}") from None
+        self._ctx = llama_cpp.llama_init_from_model(self._model, self._cparams)
         if not self._ctx:
-            llama_cpp.llama_model_free(self._model)
+            self._free_weights()
             quantized_v = config.cache_type_v not in ("f32", "f16", "bf16")
             hint = " (a quantized V cache needs flash attention: -fa on)" if quantized_v else ""
             raise ModelError(f"failed to create llama context{hint}")
         self._mem = llama_cpp.llama_get_memory(self._ctx)
 
-        self.path = config.model_path
-        self.n_ctx = llama_cpp.llama_n_ctx(self._ctx)
-        self.n_batch = llama_cpp.llama_n_batch(self._ctx)
-        self.n_seq_max = config.n_parallel  # the slots
-        self.scratch_seq: int | None = None if window_only else config.n_parallel
-        self.n_vocab = llama_cpp.llama_vocab_n_tokens(self._vocab)
-        self._pieces: dict[int, bytes] = {}  # token (~token: special) -> its piece
-        self._eog: dict[int, bool] = {}
-        self.n_ctx_train = llama_cpp.llama_model_n_ctx_train(self._model)
-        self.bos = llama_cpp.llama_vocab_bos(self._vocab)
-        self.eos = llama_cpp.llama_vocab_eos(self._vocab)
-        self.add_bos = bool(llama_cpp.llama_vocab_get_add_bos(self._vocab))
-        self.n_swa = llama_cpp.llama_model_n_swa(self._model)
-        self.swa_full = config.swa_full
+    def unload(self) -> None:
+        """Free the context (every sequence's KV) and the weights; the vocabulary stays. The
+        owner thread, with no decode running."""
+        self._free_weights()
+
+    def _free_weights(self) -> None:
+        if self._ctx:
+            llama_cpp.llama_free(self._ctx)
+        if self._model:
+            llama_cpp.llama_model_free(self._model)
+        self._ctx = self._model = self._mem = None
 
     # --- vocabulary -----------------------------------------------------------------------------
 
@@ -153,12 +194,12 @@ class Model:
         return self.token_to_piece(token, special=True).decode("utf-8", "replace")
 
     def chat_template(self) -> str | None:
-        raw = llama_cpp.llama_model_chat_template(self._model, None)
+        raw = llama_cpp.llama_model_chat_template(self._meta, None)
         return raw.decode("utf-8") if raw else None
 
     def meta(self, key: str) -> str | None:
         buf = ctypes.create_string_buffer(4096)
-        n = llama_cpp.llama_model_meta_val_str(self._model, key.encode(), buf, len(buf))
+        n = llama_cpp.llama_model_meta_val_str(self._meta, key.encode(), buf, len(buf))
         return buf.value.decode("utf-8", "replace") if n >= 0 else None
 
     # --- evaluation -----------------------------------------------------------------------------
@@ -175,12 +216,23 @@ class Model:
         """llama_decode; 0 = ok, 1 = no KV room for the batch, other = error. Releases the GIL.
         Owner thread only (raises WrongThreadError otherwise)."""
         self.compute.check("decode")
-        return llama_cpp.llama_decode(self._ctx, batch.raw)
+        return llama_cpp.llama_decode(self._context(), batch.raw)
 
     @property
     def ctx(self) -> llama_cpp.llama_context_p:
         """For samplers (they read logits from the context) and the projector's image eval."""
+        return self._context()
+
+    def _context(self) -> llama_cpp.llama_context_p:
+        # A NULL context or memory would crash inside llama.cpp: a bug above must raise instead.
+        if self._ctx is None:
+            raise ModelError("the model is unloaded (asleep)")
         return self._ctx
+
+    def _memory(self):  # noqa: ANN202 (llama_memory_t)
+        if self._mem is None:
+            raise ModelError("the model is unloaded (asleep)")
+        return self._mem
 
     @property
     def handle(self) -> llama_cpp.llama_model_p:
@@ -195,15 +247,15 @@ class Model:
 
     def seq_rm(self, seq_id: int, p0: int, p1: int = -1) -> bool:
         """Drop positions [p0, p1) of a sequence; False if the memory cannot cut partially."""
-        return bool(llama_cpp.llama_memory_seq_rm(self._mem, seq_id, p0, p1))
+        return bool(llama_cpp.llama_memory_seq_rm(self._memory(), seq_id, p0, p1))
 
     def seq_cp(self, src: int, dst: int, p0: int, p1: int) -> None:
         """Make `dst` share src's cells for positions [p0, p1): no copy in a unified KV cache; a
         later write to either sequence goes to new cells."""
-        llama_cpp.llama_memory_seq_cp(self._mem, src, dst, p0, p1)
+        llama_cpp.llama_memory_seq_cp(self._memory(), src, dst, p0, p1)
 
     def state_size(self, seq_id: int) -> int:
-        return llama_cpp.llama_state_seq_get_size_ext(self._ctx, seq_id, 0)
+        return llama_cpp.llama_state_seq_get_size_ext(self._context(), seq_id, 0)
 
     def state_save(self, seq_id: int) -> bytes:
         """The sequence's KV state (cells, positions, values) as bytes (a fresh copy: for rare
@@ -215,7 +267,7 @@ class Model:
         """Write the sequence's KV state into `buf` (no copy, no zero-fill); returns the bytes
         written, 0 if it does not fit (ask `state_size` first)."""
         view = (ctypes.c_uint8 * len(buf)).from_buffer(buf)
-        return llama_cpp.llama_state_seq_get_data_ext(self._ctx, view, len(buf), seq_id, 0)
+        return llama_cpp.llama_state_seq_get_data_ext(self._context(), view, len(buf), seq_id, 0)
 
     def state_blob(self, seq_id: int, pool: StatePool, size: int | None = None) -> StateBlob:
         """The sequence's KV state written into a pooled buffer (`size`: its `state_size`, when
@@ -232,12 +284,12 @@ class Model:
             src = ctypes.cast(ctypes.c_char_p(data), ctypes.POINTER(ctypes.c_uint8))
         else:
             src = (ctypes.c_uint8 * n).from_buffer(data)
-        return llama_cpp.llama_state_seq_set_data_ext(self._ctx, src, n, seq_id, 0) > 0
+        return llama_cpp.llama_state_seq_set_data_ext(self._context(), src, n, seq_id, 0) > 0
 
     @property
     def can_shift(self) -> bool:
         """Whether KV positions can be moved (needed by --cache-reuse)."""
-        return bool(llama_cpp.llama_memory_can_shift(self._mem)) and self.n_swa <= 0
+        return bool(llama_cpp.llama_memory_can_shift(self._memory())) and self.n_swa <= 0
 
     @property
     def can_roll_back(self) -> bool:
@@ -245,33 +297,22 @@ class Model:
         from there (speculative decoding): not a recurrent state, and a sliding-window model
         only with a full-size SWA cache (a window-only one may have dropped cells the earlier
         position still needs)."""
-        recurrent = llama_cpp.llama_model_is_recurrent(self._model) or (
-            llama_cpp.llama_model_is_hybrid(self._model)
-        )
-        return not recurrent and (self.n_swa <= 0 or self.swa_full)
-
-    @property
-    def rope_type(self) -> int:
-        return llama_cpp.llama_model_rope_type(self._model)
-
-    @property
-    def rope_freq_scale(self) -> float:
-        return llama_cpp.llama_model_rope_freq_scale_train(self._model)
+        return not self._recurrent and (self.n_swa <= 0 or self.swa_full)
 
     def blend_unsupported(self) -> str | None:
         """Why chunk KV cannot be moved to another position in this memory (None: it can)."""
         if self.n_swa > 0 and not self.swa_full:
             return "the sliding-window cache (--no-swa-full) does not keep a placed chunk's KV"
-        if not llama_cpp.llama_memory_can_shift(self._mem) or self.scratch_seq is None:
+        if not llama_cpp.llama_memory_can_shift(self._memory()) or self.scratch_seq is None:
             return "the model's KV memory cannot shift positions"
         return None
 
     def seq_shift(self, seq_id: int, p0: int, p1: int, delta: int) -> None:
         """Move positions [p0, p1) by delta (RoPE is re-applied to the keys)."""
-        llama_cpp.llama_memory_seq_add(self._mem, seq_id, p0, p1, delta)
+        llama_cpp.llama_memory_seq_add(self._memory(), seq_id, p0, p1, delta)
 
     def seq_clear(self, seq_id: int) -> None:
-        llama_cpp.llama_memory_seq_rm(self._mem, seq_id, -1, -1)  # whole sequence: never fails
+        llama_cpp.llama_memory_seq_rm(self._memory(), seq_id, -1, -1)  # whole sequence: never fails
 
     def can_keep(self, seq_id: int, pos: int) -> bool:
         """Whether a sequence cut back to positions [0, pos) can go on from `pos`.
@@ -281,23 +322,32 @@ class Model:
         """
         if self.n_swa <= 0 or self.swa_full or pos == 0:
             return True
-        pos_min = llama_cpp.llama_memory_seq_pos_min(self._mem, seq_id)
+        pos_min = llama_cpp.llama_memory_seq_pos_min(self._memory(), seq_id)
         return pos_min < 0 or pos_min <= max(0, pos - self.n_swa)
 
     def seq_pos_max(self, seq_id: int) -> int:
-        return llama_cpp.llama_memory_seq_pos_max(self._mem, seq_id)
+        return llama_cpp.llama_memory_seq_pos_max(self._memory(), seq_id)
 
     def clear(self) -> None:
-        llama_cpp.llama_memory_clear(self._mem, True)
+        llama_cpp.llama_memory_clear(self._memory(), True)
 
     @property
     def closed(self) -> bool:
-        return not self._model
+        return not self._meta
 
     def close(self) -> None:
-        if self._ctx:
-            llama_cpp.llama_free(self._ctx)
-            self._ctx = None
-        if self._model:
-            llama_cpp.llama_model_free(self._model)
-            self._model = None
+        self._free_weights()
+        if self._meta:
+            llama_cpp.llama_model_free(self._meta)
+            self._meta = None
+
+
+def _load(path: str, params: llama_cpp.llama_model_params | None = None, vocab_only: bool = False):  # noqa: ANN202
+    """llama_model_load_from_file, or ModelError."""
+    if params is None:
+        params = llama_cpp.llama_model_default_params()
+    params.vocab_only = vocab_only
+    handle = llama_cpp.llama_model_load_from_file(path.encode(), params)
+    if not handle:
+        raise ModelError(f"failed to load model {path}")
+    return handle

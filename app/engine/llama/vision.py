@@ -116,3 +116,4 @@ class Vision:
     def close(self) -> None:
         if self._opened is not None:
             self._opened.close()
+            self._opened = None  # asleep: tokenizing an image waits for the wake (Engine.ready)

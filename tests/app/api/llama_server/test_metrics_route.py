@@ -236,6 +236,12 @@ def test_llama_servers_series_are_there_too(server: ServerProcess):
         before, "llamacpp:tokens_predicted_seconds_total"
     )
     assert sample(after, "llamacpp:predicted_tokens_seconds") > 0
+    # The rates cover what ended since the last scrape (llama-server's buckets): nothing now.
+    again = scrape(server)
+    assert sample(again, "llamacpp:predicted_tokens_seconds") == 0
+    assert sample(again, "llamacpp:tokens_predicted_total") == sample(
+        after, "llamacpp:tokens_predicted_total"
+    )
     assert ("llamacpp:requests_processing", frozenset()) in after
     assert ("llamacpp:requests_deferred", frozenset()) in after
     cached = usage["prompt_tokens_details"]["cached_tokens"]

@@ -25,7 +25,10 @@ def test_tasks_and_calls_come_out_in_order_once_and_each_put_wakes_the_engine():
     inbox.put_task(b)
     assert len(inbox) == 2 and len(woken) == 3
     tasks, calls = inbox.take()
-    assert tasks == [a, b] and [fn() for fn, _ in calls] == [42] and calls[0][1] is future
+    assert tasks == [a, b] and [c.fn() for c in calls] == [42] and calls[0].future is future
+    assert calls[0].needs_model  # a call may touch the model unless it says otherwise
+    inbox.put_call(lambda: 0, needs_model=False)
+    assert inbox.take()[1][0].needs_model is False
     assert inbox.take() == ([], []) and len(inbox) == 0
 
 
