@@ -51,6 +51,20 @@ def _fingerprint(path: str, _size: int, _mtime_ns: int) -> str:
     return model_fingerprint(path)
 
 
+def model_identity(model_path: str, mmproj_path: str | None = None) -> str:
+    """What a KV state depends on besides its tokens: the model file's content, and the
+    projector's where there is one (its image embeddings are in the KV). A path that cannot be
+    read stands for itself."""
+    parts = []
+    for path in (model_path, mmproj_path):
+        if path:
+            try:
+                parts.append(cached_fingerprint(path))
+            except OSError:
+                parts.append(path)
+    return hashlib.sha256("|".join(parts).encode()).hexdigest()[:16]
+
+
 @dataclass(slots=True)
 class StateHeader:
     salt: str

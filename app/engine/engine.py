@@ -24,7 +24,7 @@ from collections.abc import Callable
 from concurrent.futures import Future
 from pathlib import Path
 
-from app.cache.state_file import cached_fingerprint
+from app.cache.state_file import cached_fingerprint, model_identity
 from app.engine.background_tasks import BackgroundTasks
 from app.engine.core.arrivals import Arrival
 from app.engine.core.engine_parts import build_parts
@@ -63,6 +63,7 @@ class Engine:
         self._stepper, self._compactor, self._loop = parts.stepper, parts.compactor, parts.loop
         self._quiet, self._slot_files = parts.quiet, parts.slot_files
         self._sleep = parts.sleep
+        self._identity = f"m{model_identity(config.model_path, config.mmproj_path)}/"
         self._thread: threading.Thread | None = None
 
     # --- lifecycle ------------------------------------------------------------------------------
@@ -142,6 +143,7 @@ class Engine:
         """Check a request, its defaults and limits applied
         (app/engine/core/request_defaults.py)."""
         apply_defaults(request, self._config, self._model)
+        request.cache_salt = self.keyed(request.cache_salt)
         request.check(
             self.n_ctx_request,
             self._model.n_vocab,
@@ -324,7 +326,14 @@ class Engine:
     def cached_length(self, salt: str, tokens: list[int]) -> int:
         """Leading tokens of `tokens` some cache tier holds for `salt` (slots, host, disk).
         Engine thread only: ask inside `call`."""
-        return self._reuse.cached_length(salt, tokens)
+        return self._reuse.cached_length(self.keyed(salt), tokens)
+
+    def keyed(self, salt: str) -> str:
+        """`salt` (a tenant's) with this model's identity in front: every cache key made from it
+        (slots, host and disk tiers, the encoder cache, reply memory) is the model's, so models
+        that share a disk tier never read each other's KV, and the same file under another name
+        does (app/cache/state_file.py `model_identity`). Idempotent."""
+        return salt if salt.startswith(self._identity) else self._identity + salt
 
     @property
     def blend_unsupported(self) -> str | None:
