@@ -41,10 +41,16 @@ def main(argv: list[str] | None = None) -> None:
     logging.basicConfig(
         level=settings.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s"
     )
-    from app.server import create_app  # after logging is configured
+    if settings.router_mode:  # a server per model behind this one (app/router)
+        from app.router_server import create_router_app
 
+        app = create_router_app(settings, argv)
+    else:
+        from app.server import create_app  # after logging is configured
+
+        app = create_app(settings)
     config = uvicorn.Config(
-        create_app(settings),
+        app,
         host=settings.hosts()[0],
         port=settings.port,
         log_level=settings.log_level,

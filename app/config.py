@@ -24,7 +24,7 @@ KvType = Literal["f32", "f16", "bf16", "q8_0", "q4_0", "q4_1", "iq4_nl", "q5_0",
 
 SERVER, MODEL, SLOTS, CACHE = "Server", "Model", "Slots and batching", "KV cache"
 LIMITS, IMAGES, DOCUMENTS, STORAGE = "Requests and limits", "Images", "Documents", "Storage"
-SPECULATION, REASONING = "Speculative decoding", "Reasoning"
+SPECULATION, REASONING, ROUTER = "Speculative decoding", "Reasoning", "Router"
 
 
 class Settings(DerivedSettings, BaseSettings):
@@ -102,6 +102,17 @@ class Settings(DerivedSettings, BaseSettings):
 
     model: str | None = setting(None, "-m", "--model", group=MODEL, engine="model_path")
     """GGUF model path (unset: the packaged SmolLM2-135M-Instruct)"""
+    models_dir: str | None = setting(None, "--models-dir", group=ROUTER)
+    """router mode: serve every GGUF under this folder (a folder in it is one model with its
+    projector), each by its own server, loaded on request (llama-server's)"""
+    models_preset: str | None = setting(None, "--models-preset", group=ROUTER)
+    """router mode: an INI file of models, a section each (`[name]`, `model = PATH`, other keys
+    are flags of that model's server; `[*]` for all)"""
+    models_max: int = setting(4, "--models-max", group=ROUTER, ge=1)
+    """router mode: most models loaded at once; the least recently used idle one is unloaded
+    (asleep: its KV stays in its cache tiers) to make room"""
+    models_autoload: bool = setting(True, "--no-models-autoload", group=ROUTER)
+    """router mode: load a model when a request names it (off: only POST /models/load does)"""
     tags: str | None = setting(None, "--tags", group=MODEL)
     """comma-separated model tags, listed by /v1/models (informational)"""
     model_alias: str | None = setting(None, "-a", "--alias", group=MODEL)

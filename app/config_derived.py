@@ -71,6 +71,11 @@ class DerivedSettings:
     def hosts(self) -> list[str]:
         return [h.strip() for h in self.host.split(",") if h.strip()]
 
+    @property
+    def router_mode(self) -> bool:
+        """Several models, a server each, behind this one (app/router)."""
+        return bool(self.models_dir or self.models_preset)
+
     def model_path(self) -> str:
         return self.model or packaged_model_path()
 

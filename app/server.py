@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import asyncio
 import ipaddress
 import logging
-from collections.abc import AsyncIterator, Callable
+import signal
+from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
 from fastapi import FastAPI
-from starlette.types import Scope
 
 from app.api.anthropic import anthropic_routes
 from app.api.errors import ERROR_RESPONSES, install_error_handlers
@@ -22,11 +23,9 @@ from app.api.kvchat import (
 )
 from app.api.llama_server import completion_routes, cors_proxy_routes, system_routes, token_routes
 from app.api.metrics import EngineGauges, Metrics
+from app.api.middleware.access import add_access_checks, add_cors
 from app.api.middleware.arrival_tickets import ArrivalTickets
-from app.api.middleware.auth import Auth, tenant_salt
-from app.api.middleware.body_limit import BodyLimit, largest_body
-from app.api.middleware.browser_guard import BrowserGuard, host_policy
-from app.api.middleware.cors import Cors, CorsPolicy, default_origins
+from app.api.middleware.auth import tenant_salt
 from app.api.middleware.idempotent_writes import IdempotentWrites
 from app.api.middleware.json_bodies import JsonBodies
 from app.api.middleware.replica_header import ReplicaHeader
@@ -114,6 +113,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             keys=keys,
         )
         _say_if_open(settings, keys)
+        _on_router_signals(engine)
         try:
             yield
         finally:
@@ -131,22 +131,11 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.add_middleware(JsonBodies)
     # A keyed write's tenant is known and its body within the limit.
     app.add_middleware(IdempotentWrites, settings=settings)
-    # Added last = outermost: keys are checked before a byte of the body is read.
-    app.add_middleware(BodyLimit, limit_for=_body_limit(settings))
-    app.add_middleware(
-        Auth, static_key=settings.api_key, max_per_key=settings.max_concurrent_per_key
-    )
-    # Before the key check: a page in a browser (DNS rebinding, cross-site forms) gets nothing.
-    app.add_middleware(
-        BrowserGuard,
-        hosts=host_policy(settings.allowed_hosts, settings.hosts()),
-        cors=_cors_policy(settings),
-    )
+    add_access_checks(app, settings)  # body limit, keys, Host and Origin
     app.add_middleware(ReplicaHeader, name=settings.replica())  # on every answer, errors too
-    # Outermost: a generation request counts as arriving before anything else is done with it.
+    # Then: a generation request counts as arriving before anything else is done with it.
     app.add_middleware(ArrivalTickets)
-    # Outside the key check: a browser's preflight carries no key (llama-server's order).
-    app.add_middleware(Cors, policy=_cors_policy(settings))
+    add_cors(app, settings)
     routers = (  # in this order: the OpenAPI schema lists paths as they were added
         openai_routes,
         completion_routes,
@@ -170,24 +159,6 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     return app
 
 
-def _cors_policy(settings: Settings) -> CorsPolicy:
-    origins = default_origins(settings.cors_origins, settings.api_key)
-    return CorsPolicy(
-        origins, settings.cors_credentials, settings.cors_methods, settings.cors_headers
-    )
-
-
-def _body_limit(settings: Settings) -> Callable[[Scope], int]:
-    """--max-body-bytes; media uploads may be as large as `largest_body`."""
-    upload = largest_body(settings)
-
-    def limit_for(scope: Scope) -> int:
-        is_upload = scope["method"] == "POST" and scope["path"].rstrip("/") == "/v1/media"
-        return upload if is_upload else settings.max_body_bytes
-
-    return limit_for
-
-
 def _say_if_open(settings: Settings, keys: KeyStore) -> None:
     """An open server says so at start-up, loudly when others can reach it."""
     if settings.api_key or keys.state().keyed:  # revoked keys too: keys fail closed
@@ -202,6 +173,23 @@ def _say_if_open(settings: Settings, keys: KeyStore) -> None:
             "or pass --api-key",
             settings.host,
         )
+
+
+def _on_router_signals(engine: Engine) -> None:
+    """A router's control of its model servers (app/router/child_server.py): SIGUSR1 puts the
+    model to sleep as soon as it is idle (the router's unload), SIGUSR2 wakes it. Signals, not
+    routes: only the machine's own processes can send them, and no key is needed."""
+    loop = asyncio.get_running_loop()
+
+    async def sleep_when_idle() -> None:
+        while not engine.sleeping:
+            try:
+                await engine.sleep()
+            except RuntimeError:  # requests run: try again once they may have ended
+                await asyncio.sleep(0.1)
+
+    loop.add_signal_handler(signal.SIGUSR1, lambda: loop.create_task(sleep_when_idle()))
+    loop.add_signal_handler(signal.SIGUSR2, engine.touch)
 
 
 def _resolve(host: str) -> str:

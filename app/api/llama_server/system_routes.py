@@ -32,6 +32,7 @@ async def health(services: ServicesDep):
         "slots_idle": idle,
         "slots_processing": len(slots) - idle,
         "queue": services.engine.n_waiting,
+        "sleeping": services.engine.sleeping,  # the model is freed (--sleep-idle-seconds)
     }
 
 

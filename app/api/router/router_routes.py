@@ -1,0 +1,123 @@
+"""The router's routes: `/models` (llama-server's shape: every model with its status),
+`/models/load` and `/models/unload`, its `/props` (`role: router`) and `/health`; every other
+request goes to the server of the model it names (app/router/router_proxy.py), loaded first if
+it is not (unless `--no-models-autoload`, or `?autoload=false`)."""
+
+from __future__ import annotations
+
+import time
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Body, Request
+from fastapi.responses import JSONResponse, Response
+
+from app.api.errors import error_response
+from app.api.openai.openai_shapes import SYSTEM_FINGERPRINT
+from app.api.router.router_services import RouterServicesDep
+from app.api.web_ui.frontend import frontend_page
+from app.router.model_router import ModelEntry, RouterError
+from app.router.request_model import named_model, needs_model
+from app.router.router_proxy import forward
+
+router = APIRouter()
+ModelName = Annotated[str, Body(embed=True, alias="model")]
+
+
+def refused(e: RouterError) -> JSONResponse:
+    return error_response(str(e), e.status, "model" if e.status == 400 else None, e.code)
+
+
+@router.get("/health")
+async def health() -> dict[str, str]:
+    return {"status": "ok"}
+
+
+@router.get("/v1/models")
+@router.get("/models")
+async def models(services: RouterServicesDep) -> dict[str, Any]:
+    now = int(time.time())
+    return {"object": "list", "data": [_model(e, now) for e in services.router.entries()]}
+
+
+def _model(entry: ModelEntry, now: int) -> dict[str, Any]:
+    status: dict[str, Any] = {"value": entry.status, "args": entry.spec.args()}
+    if entry.failure is not None:
+        status.update(failed=True, reason=entry.failure)
+    inputs = ["text", "image"] if entry.spec.mmproj else ["text"]
+    return {
+        "id": entry.name,
+        "aliases": [],
+        "tags": [],
+        "object": "model",
+        "owned_by": "llamacpp",
+        "created": now,
+        "status": status,
+        "architecture": {"input_modalities": inputs, "output_modalities": ["text"]},
+        "source": "local",
+        "in_flight": entry.in_flight,
+        "load_seconds": entry.load_seconds,
+    }
+
+
+@router.post("/models/load")
+async def load(model: ModelName, services: RouterServicesDep) -> Response:
+    try:
+        await services.router.load(model)
+    except RouterError as e:
+        return refused(e)
+    return JSONResponse({"success": True})
+
+
+@router.post("/models/unload")
+async def unload(model: ModelName, services: RouterServicesDep) -> Response:
+    try:
+        await services.router.unload(model)
+    except RouterError as e:
+        return refused(e)
+    return JSONResponse({"success": True})
+
+
+@router.get("/props")
+async def props(request: Request, services: RouterServicesDep) -> Response:
+    if request.query_params.get("model"):  # that model's own /props
+        return await proxy(request, services)
+    settings = services.settings
+    return JSONResponse(
+        {
+            "role": "router",
+            "max_instances": services.router.max_loaded,
+            "models_autoload": services.router.autoload,
+            "model_alias": "kvchat",
+            "model_path": "none",
+            "default_generation_settings": {"params": {}, "n_ctx": 0},
+            "build_info": SYSTEM_FINGERPRINT,
+            "cors_proxy_enabled": settings.ui_mcp_proxy,
+            "is_sleeping": False,
+        }
+    )
+
+
+PROXIED = ["GET", "HEAD", "POST", "PUT", "PATCH", "DELETE"]
+
+
+@router.api_route("/{path:path}", methods=PROXIED, include_in_schema=False)
+async def proxy(request: Request, services: RouterServicesDep) -> Response:
+    if request.method in ("GET", "HEAD") and (page := await frontend_page(request)) is not None:
+        return page  # the web UI's files are the router's own
+    body = await request.body()
+    name = named_model(body, request.query_params.get("model"))
+    autoload = request.query_params.get("autoload")
+    models = services.router
+    try:
+        if name is None:
+            name = models.default_model(required=needs_model(request.method, request.url.path))
+        entry = await models.acquire(name, None if autoload is None else autoload in ("1", "true"))
+    except RouterError as e:
+        return refused(e)
+    assert entry.child is not None
+    try:
+        return await forward(
+            services.client, request, body, entry.child.base_url, lambda: models.release(entry)
+        )
+    except RouterError as e:
+        return refused(e)

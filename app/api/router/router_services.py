@@ -1,0 +1,28 @@
+"""`RouterServices`: what the router's routes need, built at start-up (app/router_server.py)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Annotated
+
+import httpx
+from fastapi import Depends, Request
+
+from app.config import Settings
+from app.db.key_store import KeyStore
+from app.router.model_router import ModelRouter
+
+
+@dataclass(slots=True)
+class RouterServices:
+    settings: Settings
+    router: ModelRouter
+    keys: KeyStore  # the keys the models' servers check too (app/api/middleware/auth.py)
+    client: httpx.AsyncClient  # to the models' servers
+
+
+def get_router_services(request: Request) -> RouterServices:
+    return request.app.state.services
+
+
+RouterServicesDep = Annotated[RouterServices, Depends(get_router_services)]
