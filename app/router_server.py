@@ -92,7 +92,13 @@ def create_router_app(settings: Settings, argv: list[str]) -> FastAPI:
         store.migrate()  # once, here: the models' servers start on a current schema
         router = ModelRouter(specs, settings.models_max, settings.models_autoload, make_child)
         client = httpx.AsyncClient()
-        app.state.services = RouterServices(settings, router, KeyStore(store), client)
+        app.state.services = RouterServices(
+            settings,
+            router,
+            KeyStore(store),
+            client,
+            lambda: catalog(settings.models_dir, settings.models_preset),
+        )
         names = ", ".join(specs) or "none"
         log.info(
             "router mode: %d models (%s), at most %d loaded", len(specs), names, router.max_loaded

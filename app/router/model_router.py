@@ -236,6 +236,32 @@ class ModelRouter:
                 entry.last_used = time.monotonic()
             self._changed.notify_all()
 
+    async def forget(self, name: str) -> None:
+        """DELETE /models: the model leaves the list (its server stopped) until a reload finds
+        it again; its files stay (llama-server deletes downloaded files: nothing here was
+        downloaded)."""
+        entry = self.entry(name)
+        if entry.in_flight:
+            raise RouterError("model is serving requests", 409, "conflict")
+        async with self._changed:
+            del self.models[name]
+            self._changed.notify_all()
+        if entry.child is not None:
+            await asyncio.to_thread(entry.child.stop)
+
+    async def reload(self, specs: dict[str, ModelSpec]) -> None:
+        """GET /models?reload=1: the catalogue read again. New models are added, models gone
+        from it are stopped and dropped, a model whose files or flags changed is stopped (its
+        next load starts its server anew)."""
+        stale = [e for n, e in self.models.items() if n not in specs or specs[n] != e.spec]
+        for entry in stale:
+            if entry.child is not None and not entry.in_flight:
+                await asyncio.to_thread(entry.child.stop)
+        async with self._changed:
+            kept = {n: e for n, e in self.models.items() if n in specs and e not in stale}
+            self.models = {n: kept.get(n) or ModelEntry(spec) for n, spec in specs.items()}
+            self._changed.notify_all()
+
     async def close(self) -> None:
         for task in list(self._tasks):
             task.cancel()

@@ -34,7 +34,9 @@ async def health() -> dict[str, str]:
 
 @router.get("/v1/models")
 @router.get("/models")
-async def models(services: RouterServicesDep) -> dict[str, Any]:
+async def models(request: Request, services: RouterServicesDep) -> dict[str, Any]:
+    if request.query_params.get("reload"):  # the models dir and the preset read again
+        await services.router.reload(services.read_catalog())
     now = int(time.time())
     return {"object": "list", "data": [_model(e, now) for e in services.router.entries()]}
 
@@ -57,6 +59,23 @@ def _model(entry: ModelEntry, now: int) -> dict[str, Any]:
         "in_flight": entry.in_flight,
         "load_seconds": entry.load_seconds,
     }
+
+
+@router.delete("/models")
+async def forget(model: str, services: RouterServicesDep) -> Response:
+    """llama-server's removal of a downloaded model: here the model leaves the list until the
+    next `?reload=1` (nothing is downloaded, and no file is deleted through the API)."""
+    try:
+        await services.router.forget(model)
+    except RouterError as e:
+        return refused(e)
+    return JSONResponse({"success": True})
+
+
+@router.post("/models")
+async def download() -> Response:
+    """llama-server downloads a model here; this server downloads nothing (no network)."""
+    return error_response("models are not downloaded here: put the GGUF in --models-dir", 501)
 
 
 @router.post("/models/load")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Annotated
 
@@ -10,6 +11,7 @@ from fastapi import Depends, Request
 
 from app.config import Settings
 from app.db.key_store import KeyStore
+from app.router.model_catalog import ModelSpec
 from app.router.model_router import ModelRouter
 
 
@@ -19,6 +21,7 @@ class RouterServices:
     router: ModelRouter
     keys: KeyStore  # the keys the models' servers check too (app/api/middleware/auth.py)
     client: httpx.AsyncClient  # to the models' servers
+    read_catalog: Callable[[], dict[str, ModelSpec]]  # --models-dir and --models-preset, now
 
 
 def get_router_services(request: Request) -> RouterServices:
