@@ -86,7 +86,8 @@ class Settings(DerivedSettings, BaseSettings):
     metrics: bool = setting(True, "--metrics", group=SERVER)
     """serve GET /metrics (on by default, unlike llama-server)"""
     slots: bool = setting(True, "--slots", group=SERVER)
-    """serve GET /slots and the slot actions"""
+    """serve the GET /slots listing (--no-slots: 501; slot save, restore and erase are served
+    either way, as llama-server's)"""
     # Replicas on one database (app/api/middleware/idempotent_writes.py): a write sent with an
     # Idempotency-Key is kept this long, so a retry of it replays its response.
     idempotency_retention: float = setting(86400.0, "--idempotency-retention", group=SERVER, gt=0.0)
