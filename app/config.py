@@ -272,6 +272,18 @@ class Settings(DerivedSettings, BaseSettings):
     temperature: float = setting(0.8, "--temp", "--temperature", group=LIMITS, engine=True, ge=0.0)
     """default sampling temperature of requests that give none (0: greedy)"""
 
+    # Resumable streams (app/api/llama_server/stream_store.py): llama-server keeps them 300 s and
+    # 4 MiB each, without a bound on how many; every bound here is a setting.
+    stream_ttl: float = setting(300.0, "--stream-ttl", group=LIMITS, gt=0.0)
+    """seconds a finished stream sent with `X-Conversation-Id` stays readable at GET /v1/stream"""
+    stream_max_bytes: int = setting(4 << 20, "--stream-max-bytes", group=LIMITS, ge=4096)
+    """bytes of SSE one resumable stream keeps; its oldest bytes are dropped first"""
+    streams_per_tenant: int = setting(8, "--streams-per-tenant", group=LIMITS, ge=0)
+    """resumable streams one tenant keeps: a new one replaces the oldest finished one, and is
+    refused (429) while all are running (0: `X-Conversation-Id` is ignored)"""
+    streams_max: int = setting(64, "--streams-max", group=LIMITS, ge=1)
+    """resumable streams the server keeps, all tenants together (503 while all are running)"""
+
     mmproj: str | None = setting(None, "--mmproj", group=IMAGES, engine="mmproj_path")
     """multimodal projector GGUF of the model: enables image input (unset: text only)"""
     image_max_bytes: int = setting(20 << 20, "--image-max-bytes", group=IMAGES, ge=1)
