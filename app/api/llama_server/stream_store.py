@@ -37,6 +37,15 @@ MAX_ID_CHARS = 512
 MAX_LOOKUP_IDS = 256  # ids one POST /v1/streams/lookup may ask about
 
 
+def _utf8(value: str) -> str:
+    """A header's value as the same id in the query string reads: headers arrive as Latin-1,
+    `conv_id=` is percent-decoded UTF-8 (llama-server compares the bytes)."""
+    try:
+        return value.encode("latin-1").decode("utf-8")
+    except UnicodeError:
+        return value
+
+
 @dataclass(slots=True)
 class StreamLimits:
     per_tenant: int  # streams one tenant keeps (0: resumable streams off)
@@ -54,7 +63,7 @@ class StreamStore:
     def hold(self, http: Request) -> StreamBuffer | None:
         """The stream a streamed request writes into, when it names its conversation; raises
         RequestError (nothing kept, nothing started) when it cannot be kept."""
-        conv_id = http.headers.get(HEADER, "")
+        conv_id = _utf8(http.headers.get(HEADER, ""))
         if not conv_id or self.limits.per_tenant <= 0:
             return None
         if len(conv_id) > MAX_ID_CHARS:

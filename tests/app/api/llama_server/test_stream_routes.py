@@ -17,8 +17,6 @@ import httpx
 import pytest
 from fastapi import Response
 
-from app.api.llama_server.stream_routes import read_stream
-from app.api.llama_server.stream_store import StreamLimits, StreamStore
 from bench.lib.server_process import ServerProcess, make_key
 from tests.app.api.keyed_server import KeyedServer
 from tests.eventually import eventually
@@ -120,6 +118,17 @@ def test_a_finished_stream_replays_from_the_start_and_from_byte_n(server: Server
     assert info["is_done"] is True
     assert info["total_bytes"] == len(first.content)
     assert info["completed_at"] >= info["started_at"] > 0
+
+
+def test_an_id_that_is_not_ascii_is_the_same_in_the_header_and_the_query(server: ServerProcess):
+    url, conv = server.base_url, "conversación-ü"
+    h = {CONV: conv.encode()}  # UTF-8 bytes, as a browser sends them
+    with httpx.stream(
+        "POST", url + "/v1/chat/completions", json=chat(2), headers=h, timeout=TIMEOUT
+    ) as r:
+        sent = r.read()
+    assert replay(url, conv).content == sent
+    assert [s["conversation_id"] for s in lookup(url, [conv])] == [conv]
 
 
 def test_a_stream_outlives_its_client_and_is_read_whole(server: ServerProcess):
@@ -305,6 +314,8 @@ def test_a_stream_keeps_only_its_last_bytes(keyed: KeyedServer):
 def test_a_stream_whose_generation_has_not_started_answers_503():
     """Kept before its generation starts (a model still loading, in llama-server's router):
     a reader is told to come back, as llama-server's."""
+    from app.api.llama_server.stream_routes import read_stream  # the route alone, no server
+    from app.api.llama_server.stream_store import StreamLimits, StreamStore
 
     async def run() -> Response:
         streams = StreamStore(StreamLimits(1, 1, 1024, 300.0))
