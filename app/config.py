@@ -91,7 +91,8 @@ class Settings(DerivedSettings, BaseSettings):
     metrics: bool = setting(True, "--metrics", group=SERVER)
     """serve GET /metrics (on by default, unlike llama-server)"""
     slots: bool = setting(True, "--slots", group=SERVER)
-    """serve GET /slots and the slot actions"""
+    """serve the GET /slots listing (--no-slots: 501; slot save, restore and erase are served
+    either way, as llama-server's)"""
     # Replicas on one database (app/api/middleware/idempotent_writes.py): a write sent with an
     # Idempotency-Key is kept this long, so a retry of it replays its response.
     idempotency_retention: float = setting(86400.0, "--idempotency-retention", group=SERVER, gt=0.0)
@@ -286,6 +287,18 @@ class Settings(DerivedSettings, BaseSettings):
     """default sampling seed (-1: random per request)"""
     temperature: float = setting(0.8, "--temp", "--temperature", group=LIMITS, engine=True, ge=0.0)
     """default sampling temperature of requests that give none (0: greedy)"""
+
+    # Resumable streams (app/api/llama_server/stream_store.py): llama-server keeps them 300 s and
+    # 4 MiB each, without a bound on how many; every bound here is a setting.
+    stream_ttl: float = setting(300.0, "--stream-ttl", group=LIMITS, gt=0.0)
+    """seconds a finished stream sent with `X-Conversation-Id` stays readable at GET /v1/stream"""
+    stream_max_bytes: int = setting(4 << 20, "--stream-max-bytes", group=LIMITS, ge=4096)
+    """bytes of SSE one resumable stream keeps; its oldest bytes are dropped first"""
+    streams_per_tenant: int = setting(8, "--streams-per-tenant", group=LIMITS, ge=0)
+    """resumable streams one tenant keeps: a new one replaces the oldest finished one, and is
+    refused (429) while all are running (0: `X-Conversation-Id` is ignored)"""
+    streams_max: int = setting(64, "--streams-max", group=LIMITS, ge=1)
+    """resumable streams the server keeps, all tenants together (503 while all are running)"""
 
     mmproj: str | None = setting(None, "--mmproj", group=IMAGES, engine="mmproj_path")
     """multimodal projector GGUF of the model: enables image input (unset: text only)"""

@@ -21,7 +21,14 @@ from app.api.kvchat import (
     session_message_routes,
     session_routes,
 )
-from app.api.llama_server import completion_routes, cors_proxy_routes, system_routes, token_routes
+from app.api.llama_server import (
+    completion_routes,
+    cors_proxy_routes,
+    stream_routes,
+    system_routes,
+    token_routes,
+)
+from app.api.llama_server.stream_store import StreamLimits, StreamStore
 from app.api.metrics import EngineGauges, Metrics
 from app.api.middleware.access import add_access_checks, add_cors
 from app.api.middleware.arrival_tickets import ArrivalTickets
@@ -111,6 +118,14 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             documents=docs,
             questions=questions,
             keys=keys,
+            streams=StreamStore(
+                StreamLimits(
+                    settings.streams_per_tenant,
+                    settings.streams_max,
+                    settings.stream_max_bytes,
+                    settings.stream_ttl,
+                )
+            ),
         )
         _say_if_open(settings, keys)
         _on_router_signals(engine)
@@ -122,6 +137,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             # may read the model (token checks): free it only once they are done.
             engine.stop(free=False)
             await app.state.services.drained(timeout=10.0)
+            app.state.services.streams.close()  # what is left stops; readers are woken
             engine.close()
             store.close()
 
@@ -143,6 +159,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         session_routes,
         session_message_routes,
         system_routes,
+        stream_routes,
         token_routes,
         media_routes,
         collection_routes,

@@ -183,7 +183,9 @@ def validation_message(exc: RequestValidationError, request: Request) -> tuple[s
     if errors[0].get("type") == "json_invalid":
         return "the request body is not valid JSON", None
     body = getattr(exc, "body", None)
-    if body is None or errors[0].get("loc") == ("body",):
+    # A query or path parameter's error is about it, whatever the body (none, for a GET).
+    about_body = errors[0].get("loc", ("body",))[0] == "body"
+    if about_body and (body is None or errors[0].get("loc") == ("body",)):
         if body and errors[0].get("type") == "value_error":  # a rule across fields
             return _plain(errors[0]), None
         if body is None or body == b"" or errors[0].get("type") == "missing":

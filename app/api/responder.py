@@ -1,6 +1,8 @@
 """Turns an engine stream into an HTTP response: SSE when streaming, one JSON object otherwise.
 
 A client that goes away cancels its task: the slot is freed at once and keeps its KV for reuse.
+Not so a stream sent with `X-Conversation-Id`: it runs to its end in a task of its own and is
+kept for readers (app/api/llama_server/stream_buffer.py), its client one of them.
 Every request that ran ends in exactly one call of its end hooks (app/api/end_hooks.py), also
 when the client went away or the server shut down. The hooks run before the last chunk is sent,
 so a client that saw the end finds it recorded.
@@ -21,6 +23,7 @@ from fastapi.responses import JSONResponse, StreamingResponse
 from app.api.end_hooks import EndHook, Ending
 from app.api.errors import error_body, error_response
 from app.api.event_writer import EventWriter, KeepsDeltas
+from app.api.llama_server.stream_buffer import SSE_HEADERS
 from app.api.openai.openai_shapes import Envelope, Shape, usage
 from app.api.reply_parts import ReplyParts, with_reasoning
 from app.api.schemas import GenerationFields
@@ -97,18 +100,33 @@ async def respond(
     # Raises RequestError before anything is sent. Unstreamed: the text comes with the end.
     # Its arrival ticket (app/api/middleware/arrival_tickets.py) is settled as the task is queued.
     arrival = getattr(http.state, "arrival", None)
-    stream = services.engine.open(request, streaming=body.stream, arrival=arrival)
+    # A stream sent with X-Conversation-Id is kept, readable again (GET /v1/stream): its
+    # generation outlives its client. Refused (429, 503) before anything starts when it cannot.
+    held = services.streams.hold(http) if body.stream else None
+    try:
+        stream = services.engine.open(request, streaming=body.stream, arrival=arrival)
+    except BaseException:
+        services.streams.drop(held)  # nothing started: nothing to replay
+        raise
     envelope = Envelope(reply.shape, services.model_name, reply.extra)
     ending = Ending(services, request, reply.route, reply.on_end, rec, stream.task)
-    if reply.writer is not None:
-        return await _written(stream, reply.writer, body.stream, http, rec, ending)
     if body.stream:
+        watched = http if held is None else None  # a kept stream is not its client's to stop
+        if reply.writer is not None:
+            frames = _written_stream(stream, reply.writer, watched, rec, ending)
+        else:
+            frames = _stream(stream, envelope, body.include_usage(), watched, rec, ending, reply)
+        if held is not None:
+            held.start(frames)
+            return held.response(0)
         return _GuardedStream(
-            _stream(stream, envelope, body.include_usage(), http, rec, ending, reply),
+            frames,
             on_close=lambda: (stream.cancel(), ending()),
             media_type="text/event-stream",
-            headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"},
+            headers=SSE_HEADERS,
         )
+    if reply.writer is not None:
+        return await _written(stream, reply.writer, http, rec, ending)
     watcher = asyncio.create_task(_watch_disconnect(http, stream))
     try:
         logprobs = [] if request.logprobs is not None else None
@@ -135,17 +153,23 @@ async def respond(
     return error_response("generation ended without a result", 500)
 
 
+def _watching(http: Request | None, stream: EngineStream) -> asyncio.Task | None:
+    """A task that cancels the generation when its client goes away (None: no client to
+    watch, a kept stream's)."""
+    return asyncio.create_task(_watch_disconnect(http, stream)) if http is not None else None
+
+
 async def _stream(
     stream: EngineStream,
     envelope: Envelope,
     include_usage: bool,
-    http: Request,
+    http: Request | None,
     rec: TurnRecorder,
     ending: Ending,
     reply: Reply,
 ) -> AsyncIterator[str]:
     shape = envelope.shape
-    watcher = asyncio.create_task(_watch_disconnect(http, stream))
+    watcher = _watching(http, stream)
     try:
         opening = shape.opening()
         if opening is not None:
@@ -177,26 +201,15 @@ async def _stream(
         yield _sse("[DONE]")
     finally:
         stream.cancel()  # no-op when finished; frees the slot when the client went away
-        watcher.cancel()
+        if watcher is not None:
+            watcher.cancel()
         ending()  # the client went away or the server is shutting down: record what came
 
 
 async def _written(
-    stream: EngineStream,
-    writer: EventWriter,
-    streaming: bool,
-    http: Request,
-    rec: TurnRecorder,
-    ending: Ending,
-) -> JSONResponse | StreamingResponse:
-    """The reply through a writer of its own (see event_writer.py), streamed or whole."""
-    if streaming:
-        return _GuardedStream(
-            _written_stream(stream, writer, http, rec, ending),
-            on_close=lambda: (stream.cancel(), ending()),
-            media_type="text/event-stream",
-            headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"},
-        )
+    stream: EngineStream, writer: EventWriter, http: Request, rec: TurnRecorder, ending: Ending
+) -> JSONResponse:
+    """The unstreamed reply through a writer of its own (see event_writer.py)."""
     watcher = asyncio.create_task(_watch_disconnect(http, stream))
     keeps = isinstance(writer, KeepsDeltas)
     try:
@@ -216,9 +229,14 @@ async def _written(
 
 
 async def _written_stream(
-    stream: EngineStream, writer: EventWriter, http: Request, rec: TurnRecorder, ending: Ending
+    stream: EngineStream,
+    writer: EventWriter,
+    http: Request | None,
+    rec: TurnRecorder,
+    ending: Ending,
 ) -> AsyncIterator[str]:
-    watcher = asyncio.create_task(_watch_disconnect(http, stream))
+    """The reply through a writer of its own (see event_writer.py), streamed."""
+    watcher = _watching(http, stream)
     try:
         for frame in writer.start():
             yield frame
@@ -237,5 +255,6 @@ async def _written_stream(
                 yield frame
     finally:
         stream.cancel()  # no-op when finished; frees the slot when the client went away
-        watcher.cancel()
+        if watcher is not None:
+            watcher.cancel()
         ending()

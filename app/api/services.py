@@ -9,6 +9,7 @@ from typing import Annotated
 
 from fastapi import Depends, Request
 
+from app.api.llama_server.stream_store import StreamStore
 from app.api.metrics import Metrics
 from app.chat.chat_turn import ChatTurns
 from app.chat.sessions.response_sessions import ResponseSessions
@@ -38,6 +39,7 @@ class Services:
     documents: Documents | None  # collections, ingestion, retrieval; None: 503
     questions: DocQuestions | None  # search, /ask, `rag` sources (with `documents`)
     keys: KeyStore  # API keys (app/api/middleware/auth.py)
+    streams: StreamStore  # streams sent with X-Conversation-Id, readable again (GET /v1/stream)
     # Responses whose end hooks have not run yet (app/api/end_hooks.py); shutdown waits for them.
     inflight: set[object] = field(default_factory=set)
 

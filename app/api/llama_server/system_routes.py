@@ -74,9 +74,8 @@ async def slot_action(
     action: str = "",
     filename: Annotated[str | None, Body(embed=True)] = None,
 ):
-    """llama-server's ?action=save|restore (body {"filename"}) and ?action=erase."""
-    if not services.settings.slots:
-        return _turned_off("slots action", "--slots")
+    """llama-server's ?action=save|restore (body {"filename"}) and ?action=erase; served with
+    --no-slots too, which turns off only the listing (as llama-server's)."""
     actions = SlotActions(services.engine, services.settings.slot_dir())
     return await actions.run(action, id_slot, filename)
 

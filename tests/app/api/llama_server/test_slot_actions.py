@@ -188,3 +188,31 @@ def test_a_parked_slot_is_saved_with_what_its_conversation_holds(tmp_dir: Path):
         assert action(client, 1, "restore", "parked.bin").status_code == 200
         again = complete(client, id_slot=1)
         assert again["prompt_tokens_details"]["cached_tokens"] >= 0.9 * again["prompt_tokens"]
+
+
+def test_no_slots_turns_off_the_listing_only(tmp_dir: Path):
+    """--no-slots, as llama-server's: GET /slots is a 501, but save, erase and restore still
+    work (llama.cpp's test_slot_save.py starts its server with --no-slots)."""
+    data = tmp_dir / "no-slots-data"
+    args = ("-np", "2", "-c", "2048", "--cache-ram", "0", "--no-slots")
+    with (
+        ServerProcess(*args, "--data-dir", str(data)) as srv,
+        httpx.Client(base_url=srv.base_url, timeout=120) as client,
+    ):
+        listing = client.get("/slots")
+        assert listing.status_code == 501, listing.text
+        assert "`--slots`" in listing.json()["error"]["message"]
+
+        first = complete(client, id_slot=0)
+        saved = action(client, 0, "save", "kept.bin")
+        assert saved.status_code == 200, saved.text
+        assert saved.json()["n_saved"] >= first["prompt_tokens"]
+        assert action(client, 0, "erase").status_code == 200
+        assert complete(client)["prompt_tokens_details"]["cached_tokens"] == 0  # erased
+        assert action(client, 0, "erase").status_code == 200
+        restored = action(client, 0, "restore", "kept.bin")
+        assert restored.status_code == 200, restored.text
+        assert restored.json()["n_restored"] == saved.json()["n_saved"]
+        again = complete(client)
+        assert again["prompt_tokens_details"]["cached_tokens"] >= 0.9 * again["prompt_tokens"]
+    assert (data / "slots" / "kept.bin").is_file()  # no --slot-save-path: under --data-dir
