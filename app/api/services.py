@@ -21,6 +21,8 @@ from app.docs.document_service import Documents
 from app.docs.questions.doc_questions import DocQuestions
 from app.engine.engine import Engine
 from app.media.media_store import MediaStore
+from app.outbound.outbound_http import Outbound
+from app.thread_pools import ThreadPools
 
 
 @dataclass(slots=True)
@@ -38,6 +40,8 @@ class Services:
     documents: Documents | None  # collections, ingestion, retrieval; None: 503
     questions: DocQuestions | None  # search, /ask, `rag` sources (with `documents`)
     keys: KeyStore  # API keys (app/api/middleware/auth.py)
+    pools: ThreadPools  # worker threads by kind of work (app/thread_pools.py)
+    outbound: Outbound  # requests to other hosts: /cors-proxy, remote images (app/outbound/)
     # Responses whose end hooks have not run yet (app/api/end_hooks.py); shutdown waits for them.
     inflight: set[object] = field(default_factory=set)
 
