@@ -84,8 +84,8 @@ class Settings(DerivedSettings, BaseSettings):
     otherwise. Behind a proxy that passes the client's Host on (nginx's $host), list the public
     name"""
     ui_mcp_proxy: bool = setting(False, "--ui-mcp-proxy", "--webui-mcp-proxy", group=SERVER)
-    """serve llama-server's /cors-proxy?url=... (its web UI's MCP proxy): the server fetches any
-    URL it is asked; do not enable on an untrusted network"""
+    """serve llama-server's /cors-proxy?url=... (its web UI's MCP proxy): the server fetches the
+    URLs it is asked, of public addresses only unless --fetch-allow-hosts names the host"""
     ui: bool = setting(True, "--ui", group=SERVER)
     """serve the web UI (frontend/dist) at / (--no-ui: the API only)"""
     metrics: bool = setting(True, "--metrics", group=SERVER)
@@ -98,8 +98,9 @@ class Settings(DerivedSettings, BaseSettings):
     idempotency_retention: float = setting(86400.0, "--idempotency-retention", group=SERVER, gt=0.0)
     """seconds an `Idempotency-Key` and the response it got are kept for retries"""
     idempotency_lease: float = setting(10.0, "--idempotency-lease", group=SERVER, gt=0.0)
-    """seconds a replica's hold on a keyed write lasts unless renewed (every third of it); a
-    retry after that replica died waits at most this long, then takes the write over"""
+    """seconds a replica's hold on a keyed write, or on a session's turn, lasts unless renewed
+    (every third of it); a retry after that replica died waits at most this long, then takes
+    the write over"""
 
     model: str | None = setting(None, "-m", "--model", group=MODEL, engine="model_path")
     """GGUF model path (unset: the packaged SmolLM2-135M-Instruct)"""
@@ -299,6 +300,23 @@ class Settings(DerivedSettings, BaseSettings):
     refused (429) while all are running (0: `X-Conversation-Id` is ignored)"""
     streams_max: int = setting(64, "--streams-max", group=LIMITS, ge=1)
     """resumable streams the server keeps, all tenants together (503 while all are running)"""
+    # Worker threads by kind of work (app/thread_pools.py): document parsing, image decoding and
+    # remote fetches' name lookups wait in pools of their own, never in the one key lookups and
+    # database calls use; remote fetches (app/outbound/) reach public addresses only.
+    parse_threads: int = setting(2, "--parse-threads", group=LIMITS, ge=1)
+    """threads that parse document uploads (PDFium reads one PDF at a time)"""
+    image_threads: int = setting(2, "--image-threads", group=LIMITS, ge=1)
+    """threads that decode images and build image prompts"""
+    fetch_threads: int = setting(4, "--fetch-threads", group=LIMITS, ge=1)
+    """threads that look up the host names of remote fetches (/cors-proxy, remote images)"""
+    pool_queue: int = setting(64, "--pool-queue", group=LIMITS, ge=0)
+    """tasks waiting for a thread of one of those pools before 503 + Retry-After (0: no bound)"""
+    fetch_timeout: float = setting(30.0, "--fetch-timeout", group=LIMITS, gt=0.0)
+    """seconds a remote image may take in all: lookup, connection, redirects and every byte
+    (its size is bounded by --image-max-bytes)"""
+    fetch_allow_hosts: str | None = setting(None, "--fetch-allow-hosts", group=LIMITS)
+    """host names or addresses, comma-separated, that /cors-proxy and remote images may reach
+    although they are loopback, link-local or private (unset: public addresses only)"""
 
     mmproj: str | None = setting(None, "--mmproj", group=IMAGES, engine="mmproj_path")
     """multimodal projector GGUF of the model: enables image input (unset: text only)"""
@@ -307,7 +325,8 @@ class Settings(DerivedSettings, BaseSettings):
     image_max_pixels: int = setting(4096 * 4096, "--image-max-pixels", group=IMAGES, ge=1)
     """largest accepted width x height (decompression-bomb guard)"""
     allow_remote_images: bool = setting(False, "--allow-remote-images", group=IMAGES)
-    """fetch http(s) image URLs (refused with 400 otherwise)"""
+    """fetch http(s) image URLs, of public addresses only unless --fetch-allow-hosts names the
+    host (refused with 400 otherwise)"""
     media_path: str | None = setting(None, "--media-path", group=IMAGES)
     """directory that file:// image URLs are read from, by paths relative to it (unset: file://
     URLs are refused)"""

@@ -41,7 +41,9 @@ from app.api.responses import responses_routes
 from app.api.services import Services
 from app.api.web_ui.frontend import install_frontend
 from app.chat.chat_turn import ChatTurns
+from app.chat.image_work import ImageWork
 from app.chat.sessions.response_sessions import ResponseSessions
+from app.chat.sessions.session_writes import SessionWrites
 from app.chat.sessions.stored_turns import StoredTurns
 from app.chat.sessions.turn_cache import TurnCache
 from app.chat.templates.prompter import Prompter
@@ -52,6 +54,10 @@ from app.docs.document_service import Documents
 from app.docs.questions.doc_questions import DocQuestions
 from app.engine.engine import Engine
 from app.media.media_store import MediaStore, media_root
+from app.outbound.address_policy import OutboundPolicy
+from app.outbound.outbound_http import Outbound
+from app.outbound.resolver import pool_resolver
+from app.thread_pools import ThreadPools
 
 log = logging.getLogger(__name__)
 
@@ -96,14 +102,27 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         engine = Engine(config, on_cache_op=metrics.observe_cache_op)
         engine.start()
         prompter = Prompter(engine.tokenizer, settings.template_choice(), settings.reasoning)
-        docs = Documents.build(settings, store, engine, prompter, tenant_salt)
+        pools = ThreadPools.build(
+            settings.parse_threads,
+            settings.image_threads,
+            settings.fetch_threads,
+            settings.pool_queue,
+        )
+        outbound = Outbound(
+            OutboundPolicy.from_list(settings.fetch_allow_hosts), pool_resolver(pools.fetch)
+        )
+        docs = Documents.build(settings, store, engine, prompter, tenant_salt, pools.parse)
         docs.start()
         media = MediaStore(media_root(settings), store)
         media.import_files()  # uploads from before the database held media bytes
         questions = DocQuestions(docs, engine, settings.kv_reuse)
         keys = KeyStore(store)
-        chats = ChatTurns(engine, prompter, settings, store, TurnCache(), media, questions)
-        stored = StoredTurns(chats, store)
+        images = ImageWork(settings, media, pools.images, outbound)
+        chats = ChatTurns(engine, prompter, settings, store, TurnCache(), media, questions, images)
+        # One turn of a session at a time on every replica, held as long as --idempotency-lease.
+        lease = settings.idempotency_lease
+        writes = SessionWrites(store, settings.replica(), lease, settings.request_timeout)
+        stored = StoredTurns(chats, writes)
         app.state.services = Services(
             settings,
             engine,
@@ -126,6 +145,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
                     settings.stream_ttl,
                 )
             ),
+            pools=pools,
+            outbound=outbound,
         )
         _say_if_open(settings, keys)
         _on_router_signals(engine)
@@ -139,6 +160,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             await app.state.services.drained(timeout=10.0)
             app.state.services.streams.close()  # what is left stops; readers are woken
             engine.close()
+            pools.shutdown()
             store.close()
 
     app = FastAPI(title="kvchat", version="0.1.0", lifespan=lifespan)

@@ -21,6 +21,7 @@ from app.api.outcome import RequestOutcome
 from app.api.web_ui.frontend import frontend_page
 from app.chat.templates.chat_template import ChatTemplateError
 from app.engine.request import RequestError
+from app.thread_pools import PoolBusy
 
 log = logging.getLogger(__name__)
 
@@ -278,6 +279,13 @@ def install_error_handlers(app: FastAPI) -> None:
         log.warning("database unavailable: %s", str(exc).splitlines()[0] if str(exc) else exc)
         message = "the database is unavailable; try again"
         return error_response(message, 503, code="unavailable", headers={"Retry-After": "1"})
+
+    # A worker pool's threads are all busy and its queue is full (app/thread_pools.py).
+    @app.exception_handler(PoolBusy)
+    async def _pool_busy(request: Request, exc: PoolBusy) -> JSONResponse:
+        _count_rejected(request, 503)
+        headers = {"Retry-After": "1"}
+        return _shaped(request, exc.message, 503, code="unavailable", headers=headers)
 
     @app.exception_handler(Exception)
     async def _unexpected(request: Request, exc: Exception) -> JSONResponse:

@@ -24,12 +24,13 @@ from app.api.end_hooks import EndHook, Ending
 from app.api.errors import error_body, error_response
 from app.api.event_writer import EventWriter, KeepsDeltas
 from app.api.llama_server.stream_buffer import SSE_HEADERS
+from app.api.middleware.idempotent_writes import mark_unfinished
 from app.api.openai.openai_shapes import Envelope, Shape, usage
 from app.api.reply_parts import ReplyParts, with_reasoning
 from app.api.schemas import GenerationFields
 from app.api.services import Services
 from app.chat.templates.reasoning import Thinking
-from app.chat.turn import TurnRecorder
+from app.chat.turn import TurnRecorder, TurnResult
 from app.engine.events import Failed, Finished, TextDelta
 from app.engine.request import GenerationRequest
 from app.engine.stream import EngineStream
@@ -64,6 +65,14 @@ async def _watch_disconnect(http: Request, stream: EngineStream) -> None:
     while not await http.is_disconnected():
         await asyncio.sleep(0.25)
     stream.cancel()
+
+
+def _marks_unfinished(http: Request) -> EndHook:
+    def mark(result: TurnResult) -> None:
+        if result.status != "complete":
+            mark_unfinished(http)
+
+    return mark
 
 
 async def _settle(ending: Ending, watcher: asyncio.Task) -> None:
@@ -109,7 +118,10 @@ async def respond(
         services.streams.drop(held)  # nothing started: nothing to replay
         raise
     envelope = Envelope(reply.shape, services.model_name, reply.extra)
-    ending = Ending(services, request, reply.route, reply.on_end, rec, stream.task)
+    # A stream's status is sent before it is known how it ends: a reply that does not end
+    # complete is marked, so that an Idempotency-Key's retry runs it again, not replays it.
+    on_end = [*reply.on_end, _marks_unfinished(http)]
+    ending = Ending(services, request, reply.route, on_end, rec, stream.task)
     if body.stream:
         watched = http if held is None else None  # a kept stream is not its client's to stop
         if reply.writer is not None:

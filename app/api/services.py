@@ -22,6 +22,8 @@ from app.docs.document_service import Documents
 from app.docs.questions.doc_questions import DocQuestions
 from app.engine.engine import Engine
 from app.media.media_store import MediaStore
+from app.outbound.outbound_http import Outbound
+from app.thread_pools import ThreadPools
 
 
 @dataclass(slots=True)
@@ -40,6 +42,8 @@ class Services:
     questions: DocQuestions | None  # search, /ask, `rag` sources (with `documents`)
     keys: KeyStore  # API keys (app/api/middleware/auth.py)
     streams: StreamStore  # streams sent with X-Conversation-Id, readable again (GET /v1/stream)
+    pools: ThreadPools  # worker threads by kind of work (app/thread_pools.py)
+    outbound: Outbound  # requests to other hosts: /cors-proxy, remote images (app/outbound/)
     # Responses whose end hooks have not run yet (app/api/end_hooks.py); shutdown waits for them.
     inflight: set[object] = field(default_factory=set)
 

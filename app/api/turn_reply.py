@@ -128,32 +128,42 @@ async def session_turn(
     salt = cache_salt(http, fields.cache_salt)
     build = request_builder(fields, services.settings.seed, salt, "content")
     content = body.model_dump()["content"]  # plain str or list of dicts for the database
-    replace_from = await keyed_turn(ticket_of(http), session, replace_from)
+    ticket = ticket_of(http)
+    replace_from, expect = keyed_turn(ticket, session, replace_from)
     turn = await services.stored.from_session(
-        session, body, content, tenant_of(http), build, replace_from, fields.reasoning_ask()
+        session,
+        body,
+        content,
+        tenant_of(http),
+        build,
+        replace_from,
+        fields.reasoning_ask(),
+        ticket,
+        expect,
     )
     return await reply_turn(services, turn, fields, http)
 
 
-async def keyed_turn(
+def keyed_turn(
     ticket: Ticket | None, session: SessionRecord, replace_from: int | None
-) -> int | None:
-    """A turn sent with an Idempotency-Key notes the seq its messages begin at before storing
-    them. Taken over from a replica that died, it replaces what that try stored (its user
-    message, unanswered or half-answered) instead of storing the message a second time."""
-    if ticket is None:
-        return replace_from
-    begun = ticket.stored.get("from_seq")
-    if replace_from is None and ticket.resumed and isinstance(begun, int):
-        first = next((m for m in session.messages if m.seq == begun), None)
-        if first is not None and first.role == "user":
-            replace_from = begun
-    if replace_from is not None:
-        begins = replace_from
-    else:
-        begins = session.messages[-1].seq + 1 if session.messages else 0
-    await ticket.note(from_seq=begins)
-    return replace_from
+) -> tuple[int | None, int | None]:
+    """Where a turn sent with an Idempotency-Key stores its message, and the session's turns
+    it expects then. A turn notes where its messages begin and the turn it took before storing
+    them (app/chat/sessions/session_writes.py); taken over from a replica that died, it replaces
+    what that try stored (its user message, unanswered or half-answered) instead of storing the
+    message a second time, but only if the session has had no other turn since: checked as it
+    takes the session's turn, a 409 otherwise, nothing deleted."""
+    if ticket is None or not ticket.resumed:
+        return replace_from, None
+    begun, turn = ticket.stored.get("from_seq"), ticket.stored.get("turn")
+    if not isinstance(begun, int) or not isinstance(turn, int):
+        return replace_from, None  # the first try took no turn: it stored nothing
+    if replace_from is not None:  # regenerate: again, if no turn came after the first try's
+        return replace_from, turn
+    first = next((m for m in session.messages if m.seq == begun), None)
+    if first is None or first.role != "user":
+        return None, None  # its message is gone: the turn is stored anew, deleting nothing
+    return begun, turn
 
 
 def _answer_shape(whole: dict[str, Any]) -> dict[str, Any]:

@@ -21,9 +21,9 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from app.chat.images import image_prompt
+from app.chat.image_work import ImageWork
 from app.chat.messages import ChatMessage
-from app.chat.sessions.session_history import History, history_prompt, store_images, visible_uploads
+from app.chat.sessions.session_history import History, history_prompt
 from app.chat.sessions.stored_replies import calls_reply_store, reply_store
 from app.chat.sessions.turn_cache import TurnCache
 from app.chat.templates.prompter import PromptEnd, Prompter
@@ -68,6 +68,7 @@ class ChatTurns:
         turns: TurnCache,
         media: MediaStore | None,
         sources: SourceFinder | None,
+        images: ImageWork,
     ) -> None:
         self.engine = engine
         self.prompter = prompter
@@ -76,6 +77,7 @@ class ChatTurns:
         self.turns = turns  # exact tokens of recent chat replies
         self.media = media  # uploaded and stored images
         self.sources = sources  # `rag` sources (app/docs/questions/doc_questions.py)
+        self.images = images  # images fetched, decoded, tokenized (app/chat/image_work.py)
 
     # --- OpenAI messages ------------------------------------------------------------------------
 
@@ -179,9 +181,7 @@ class ChatTurns:
         if vision is None:
             raise no_projector("messages")
         await self.engine.ready()  # a sleeping model's projector loads with it
-        prompt, images = await asyncio.to_thread(
-            image_prompt, prompter, vision, messages, self.settings, self.media, tenant, tools
-        )
+        prompt, images = await self.images.prompt(prompter, vision, messages, tenant, tools)
         request = await build(prompt)
         request.images = images
         return request
@@ -236,8 +236,7 @@ class ChatTurns:
         media = self.media
         if self.engine.images is None or media is None:
             raise no_projector(param)
-        await asyncio.to_thread(visible_uploads, parts, media, tenant)
-        return await asyncio.to_thread(store_images, parts, media, self.settings, tenant)
+        return await self.images.store(parts, media, tenant, param)
 
     async def session_prompt(
         self, h: History, reasoning: ReasoningAsk | None, tenant: str
@@ -246,11 +245,15 @@ class ChatTurns:
         tenant's: checked again, as an imported history may name any id), and how its reply's
         reasoning is split (None: not split, stored as generated)."""
         asked = reasoning or ReasoningAsk()
-        if self.engine.images is not None:
+        prompter, vision = self._prompter(asked), self.engine.images
+        images: dict[str, ImageChunk] = {}
+        if not h.has_images:
+            prompt = await history_prompt(h, prompter)
+        elif vision is None:
+            raise no_projector("content")
+        else:  # the history's images: stored ones, read back by id, the tenant's only
             await self.engine.ready()  # a sleeping model's projector loads with it
-        prompt, images = await history_prompt(
-            h, self._prompter(asked), self.engine.images, self.settings, self.media, tenant
-        )
+            prompt, images = await self.images.prompt(prompter, vision, h.messages, tenant)
         thinking = self._thinking(asked, prompt) if reasoning is not None else Thinking()
         return prompt, images, thinking
 

@@ -1,12 +1,14 @@
 """The images of a chat request: read (data URL or uploaded media), decoded and checked with
 Pillow, then tokenized with the prompt through the model's projector.
 
-Runs in a worker thread (decoding is CPU work). Every bad image is a RequestError (400) that
-names the message it came from; nothing is queued then.
+Runs in a worker thread of the images pool (decoding is CPU work; app/chat/image_work.py). Remote
+image URLs come already fetched (`fetched`). Every bad image is a RequestError (400) that names
+the message it came from; nothing is queued then.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 from app.chat.messages import ChatMessage, ImagePart
@@ -14,9 +16,28 @@ from app.chat.templates.prompter import Prompter
 from app.engine.request import RequestError
 from app.engine.tokenizer import ImageTokenizer
 from app.media.media_store import MediaStore, image_limits
-from mm.image import ImageError, decode_image, image_bytes_from_url
+from mm.image import ImageError, ImageLimits, decode_image, image_bytes_from_url, is_remote
 from mm.mtmd_bridge import ImageChunk, ImageInput
 from mm.token_sequence import TokenSequence
+
+Fetched = Mapping[str, bytes]  # a remote image URL -> its bytes, fetched before decoding
+
+
+def image_data(url: str, limits: ImageLimits, fetched: Fetched) -> bytes:
+    """An `image_url`'s bytes: fetched already if remote (and allowed), else read from it."""
+    if is_remote(url) and limits.allow_remote and url in fetched:
+        return fetched[url]
+    return image_bytes_from_url(url, limits)
+
+
+def remote_urls(messages: list[ChatMessage]) -> list[tuple[int, str]]:
+    """(message index, URL) of each remote image URL in the messages."""
+    return [
+        (i, part.image_url.url)
+        for i, m in enumerate(messages)
+        for part in m.images()
+        if isinstance(part, ImagePart) and is_remote(part.image_url.url)
+    ]
 
 
 def load_images(
@@ -24,6 +45,7 @@ def load_images(
     settings: Any,
     media: MediaStore | None,
     tenant_id: str,
+    fetched: Fetched | None = None,
 ) -> list[ImageInput]:
     """tenant_id: uploaded media must be this tenant's (another's reads as unknown)."""
     limits = image_limits(settings)
@@ -32,7 +54,7 @@ def load_images(
         for part in message.images():
             try:
                 if isinstance(part, ImagePart):
-                    data = image_bytes_from_url(part.image_url.url, limits)
+                    data = image_data(part.image_url.url, limits, fetched or {})
                 else:
                     data = _uploaded(media, part.image_file.file_id, tenant_id)
                 image = decode_image(data, limits)
@@ -59,10 +81,11 @@ def image_prompt(
     media: MediaStore | None,
     tenant_id: str,
     tools: list[dict[str, Any]] | None = None,
+    fetched: Fetched | None = None,
 ) -> tuple[TokenSequence, dict[str, ImageChunk]]:
     """The prompt of a chat with images: media chunks where the images are; `tools` for a
-    template that renders them."""
-    images = load_images(messages, settings, media, tenant_id)
+    template that renders them; `fetched`: its remote images' bytes."""
+    images = load_images(messages, settings, media, tenant_id, fetched)
     text = prompter.render([m.for_template(vision.marker) for m in messages], tools=tools)
     if text.count(vision.marker) != len(images):
         raise RequestError(

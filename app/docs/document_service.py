@@ -24,6 +24,7 @@ from app.docs.library import DocLibrary
 from app.docs.questions.blend_request import collection_blends
 from app.docs.questions.doc_prompt import DocPrompter, token_counter
 from app.engine.engine import Engine
+from app.thread_pools import WorkerPool
 from rag.layout import chunk_text
 
 
@@ -36,15 +37,23 @@ class Documents:
     prompts: DocPrompter
     model_key: str  # the chat model's fingerprint: token ids are stored under it
     max_bytes: int
+    parse: WorkerPool  # uploads are parsed in its threads (app/thread_pools.py)
     prefill: DocPrefill | None = None  # ready documents into the prefix cache
     deletions: DeletionWatch | None = None  # documents deleted on any replica leave our caches
     uploads: UploadsInFlight = field(default_factory=UploadsInFlight)  # being taken in now
 
     @classmethod
     def build(
-        cls, settings: Settings, store: Store, engine: Engine, prompter: Prompter, salt_of: SaltOf
+        cls,
+        settings: Settings,
+        store: Store,
+        engine: Engine,
+        prompter: Prompter,
+        salt_of: SaltOf,
+        parse: WorkerPool,
     ) -> Documents:
-        """`salt_of`: a tenant's cache salt (a document's prefill is cached under it)."""
+        """`salt_of`: a tenant's cache salt (a document's prefill is cached under it); `parse`:
+        the threads uploads are parsed in."""
         docs, chunk_store = DocumentStore(store), ChunkStore(store)
         library = DocLibrary(
             chunk_store,
@@ -89,7 +98,7 @@ class Documents:
 
         log = DeletionLog(store)
         deletions = DeletionWatch(log, forget, settings.replica(), settings.deletion_log_window)
-        parts = (docs, chunk_store, library, ingestor, prompts, key, max_bytes)
+        parts = (docs, chunk_store, library, ingestor, prompts, key, max_bytes, parse)
         return cls(*parts, prefill, deletions, uploads)
 
     def start(self) -> None:

@@ -101,8 +101,8 @@ async def upload_media(request: Request, services: ServicesDep) -> JSONResponse:
         limit,
     )
     try:
-        # Decoding, hashing and the file write block: off the event loop.
-        body = await asyncio.to_thread(_save, media, data, services, tenant_of(request))
+        # Decoding, hashing and the write block: off the event loop, in the images pool.
+        body = await services.pools.images.run(_save, media, data, services, tenant_of(request))
     except ImageError as e:
         raise RequestError(str(e), param=FILE_FIELD, code="invalid_image") from None
     return JSONResponse(body, status_code=201)
@@ -128,7 +128,7 @@ async def get_media(media_id: str, request: Request, services: ServicesDep) -> d
     # The file is read (and its hash checked) so the answer says whether it can still be used,
     # and the size is taken from it: the table has no width or height columns.
     record, data = await _load(services, media_id, tenant_of(request))
-    return media_json(record, await asyncio.to_thread(image_size, data))
+    return media_json(record, await services.pools.images.run(image_size, data))
 
 
 @router.get("/{media_id}/content", responses={200: {"content": IMAGE_CONTENT}})

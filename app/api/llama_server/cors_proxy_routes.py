@@ -18,11 +18,11 @@ DISABLED = {"error": {"message": "this feature is disabled", "type": "feature_di
 async def proxy_get(request: Request, services: ServicesDep):
     if not services.settings.ui_mcp_proxy:
         return JSONResponse(DISABLED, status_code=403)
-    return await forward(request, "GET")
+    return await forward(request, "GET", services.outbound, services.settings.request_timeout)
 
 
 @router.post("/cors-proxy", include_in_schema=False)
 async def proxy_post(request: Request, services: ServicesDep):
     if not services.settings.ui_mcp_proxy:
         return JSONResponse(DISABLED, status_code=403)
-    return await forward(request, "POST")
+    return await forward(request, "POST", services.outbound, services.settings.request_timeout)

@@ -13,6 +13,11 @@ a third, it is running on a live replica: 409. A taken-over request sees what th
 noted before it stored anything (`ticket_of(request).stored`): a session turn whose user
 message is stored but never answered answers that message instead of storing it again. The
 same key with another body is refused (422, param "Idempotency-Key").
+
+Only a whole success is kept: a 2xx whose last byte was sent. A stream that began with its 200
+and then failed, or whose client went away before its end, is not (`mark_unfinished` says so
+from inside; a response cut short never sends its last part): its key is let go, and the retry
+takes the request over instead of being replayed the cut-short stream.
 """
 
 from __future__ import annotations
@@ -66,6 +71,15 @@ class Ticket:
 
 def ticket_of(request: Request) -> Ticket | None:
     return getattr(request.state, "idempotency", None)
+
+
+UNFINISHED = "reply_unfinished"  # on the request's state: its response must not be kept
+
+
+def mark_unfinished(request: Request) -> None:
+    """The response has begun (its status sent) but did not end as it should (the generation
+    failed or was cut short): a retry must run it again, not be replayed it."""
+    setattr(request.state, UNFINISHED, True)
 
 
 class IdempotentWrites:
@@ -144,7 +158,7 @@ class IdempotentWrites:
 
     async def _run(self, scope: Scope, receive: Receive, send: Send, ticket: Ticket) -> None:
         """Run the request, renewing the lease; keep a success's response, else let go."""
-        sent: dict[str, Any] = {"status": 500, "type": None, "body": []}
+        sent: dict[str, Any] = {"status": 500, "type": None, "body": [], "ended": False}
 
         async def capture(message: Message) -> None:
             if message["type"] == "http.response.start":
@@ -154,12 +168,15 @@ class IdempotentWrites:
             elif message["type"] == "http.response.body":
                 sent["body"].append(message.get("body", b""))
             await send(message)
+            if message["type"] == "http.response.body" and not message.get("more_body"):
+                sent["ended"] = True  # the last part went out
 
         renewing = asyncio.get_running_loop().create_task(self._renew(ticket))
         ok = False
         try:
             await self.app(scope, receive, capture)
-            ok = 200 <= sent["status"] < 300
+            whole = sent["ended"] and not scope.get("state", {}).get(UNFINISHED)
+            ok = 200 <= sent["status"] < 300 and whole
         finally:
             renewing.cancel()
             await self._settle(ticket, sent if ok else None)

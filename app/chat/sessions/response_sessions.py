@@ -12,10 +12,10 @@ from __future__ import annotations
 
 import asyncio
 from dataclasses import dataclass
-from typing import Any, Protocol
 
 from app.chat.chat_turn import Build, Turn
 from app.chat.messages import ChatMessage
+from app.chat.sessions.session_writes import WriteNotes
 from app.chat.sessions.stored_responses import (
     StoredResponse,
     find_response,
@@ -23,21 +23,11 @@ from app.chat.sessions.stored_responses import (
     parse_response_id,
     response_id,
 )
-from app.chat.sessions.stored_turns import StoredTurns
+from app.chat.sessions.stored_turns import RESPONSE_HOLD, StoredTurns
 from app.chat.tools import ReplyParser, ToolSpec
 from app.db.records import SessionRecord
 from app.db.store import Store
 from app.engine.request import RequestError
-
-
-class WriteNotes(Protocol):
-    """An Idempotency-Key's record of what its request stores
-    (app/api/middleware/idempotent_writes.py: Ticket)."""
-
-    stored: dict[str, Any]  # what an earlier try noted
-    resumed: bool  # an earlier try on a replica that died was taken over
-
-    async def note(self, **stored: Any) -> None: ...
 
 
 @dataclass(slots=True)
@@ -87,12 +77,11 @@ class ResponseSessions:
         """A stored response's turn: its conversation found (or made), its input stored."""
         await self._undo_earlier_try(notes)
         session, previous = await self._conversation(ask, tenant, notes)
-        if notes is not None:  # before the inputs are stored
-            begins = session.messages[-1].seq + 1 if session.messages else 0
-            await notes.note(session_id=session.id, from_seq=begins)
+        if notes is not None:  # before the inputs are stored (where they begin: as they are)
+            await notes.note(session_id=session.id)
         try:
             stored = await self.turns.from_input(
-                session, ask.new, ask.tools, ask.parser, tenant, build
+                session, ask.new, ask.tools, ask.parser, tenant, build, notes
             )
         except BaseException:
             if previous is None:  # the conversation this request began: nothing of it is left
@@ -104,7 +93,7 @@ class ResponseSessions:
     async def delete(self, session: SessionRecord, found: StoredResponse) -> None:
         """The response and what followed it in its conversation (later responses built on
         it); 409 while the conversation generates."""
-        if session.id in self.turns.busy:
+        if await self.turns.busy(session.id):
             raise RequestError(
                 "this conversation is generating a response; wait for it to end",
                 code="session_busy",
@@ -152,12 +141,37 @@ class ResponseSessions:
 
     async def _undo_earlier_try(self, notes: WriteNotes | None) -> None:
         """A response taken over from a replica that died while it generated: what that try
-        stored goes (the conversation it began, or the inputs it added), so it is stored once."""
+        stored goes (the conversation it began, or the inputs it added), so it is stored once;
+        but only if its conversation has had no other turn since (409 then, nothing deleted)."""
         if notes is None or not notes.resumed:
             return
-        store, noted = self.store, notes.stored
-        created, sid, begun = (noted.get(k) for k in ("created_session", "session_id", "from_seq"))
-        if isinstance(created, str):
-            await asyncio.to_thread(store.delete_session, created)
-        if isinstance(sid, str) and sid != created and isinstance(begun, int):
-            await asyncio.to_thread(store.delete_messages_from, sid, begun)
+        noted = notes.stored
+        created, sid, begun, turn = (
+            noted.get(k) for k in ("created_session", "session_id", "from_seq", "turn")
+        )
+        took = turn if isinstance(turn, int) and sid == created else 0
+        if isinstance(created, str):  # the whole conversation, if no turn but its own came
+            await self._undo(created, took, None)
+        inputs = isinstance(sid, str) and isinstance(begun, int) and isinstance(turn, int)
+        if inputs and sid != created:  # the inputs it added to a conversation it continued
+            await self._undo(sid, turn, begun)  # type: ignore[arg-type]
+        # This try notes afresh what it stores.
+        await notes.note(created_session=None, session_id=None, from_seq=None, turn=None)
+
+    async def _undo(self, session_id: str, turns: int, from_seq: int | None) -> None:
+        """Delete the messages from `from_seq` on (None: the session), holding the session's
+        turn, taken only if the session has had exactly `turns` turns."""
+        writes = self.turns.writes
+        try:
+            await writes.take(session_id, RESPONSE_HOLD, expect=turns)
+        except RequestError as e:
+            if e.status == 404:  # gone already
+                return
+            raise
+        try:
+            if from_seq is None:
+                await asyncio.to_thread(self.store.delete_session, session_id)
+            else:
+                await asyncio.to_thread(self.store.delete_messages_from, session_id, from_seq)
+        finally:
+            await writes.let_go(session_id)

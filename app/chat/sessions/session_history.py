@@ -11,17 +11,15 @@ import asyncio
 from dataclasses import dataclass
 from typing import Any
 
-from app.chat.images import image_prompt
+from app.chat.images import Fetched, image_data
 from app.chat.messages import ChatMessage, FunctionCall, MessageToolCall
 from app.chat.sessions.conversation import conversation_prompt
 from app.chat.templates.prompter import Prompter
 from app.chat.tools import ToolSpec, calls_text, tool_results_text, with_tools_system
 from app.db.records import MessageRecord, SessionRecord
-from app.engine.request import RequestError, no_projector
-from app.engine.tokenizer import ImageTokenizer
+from app.engine.request import RequestError
 from app.media.media_store import MediaStore, image_limits
-from mm.image import ImageError, image_bytes_from_url
-from mm.mtmd_bridge import ImageChunk
+from mm.image import ImageError
 from mm.token_sequence import TokenSequence
 
 
@@ -103,26 +101,11 @@ def turn_history(session: SessionRecord, new: list[ChatMessage], tools: list[Too
     return History(messages, replies)
 
 
-async def history_prompt(
-    h: History,
-    prompter: Prompter,
-    vision: ImageTokenizer | None,
-    settings: Any,
-    media: MediaStore | None,
-    tenant_id: str,
-) -> tuple[TokenSequence, dict[str, ImageChunk]]:
-    """Runs in a worker thread: the template is rendered once per stored reply, images decoded.
-    Uploaded images must be the tenant's: a history imported or stored before uploads were
-    checked may name another tenant's, which reads as unknown (400), never as its pixels."""
-    if not h.has_images:
-        template = [m.for_template() for m in h.messages]
-        prompt = await asyncio.to_thread(conversation_prompt, prompter, template, h.replies)
-        return prompt, {}
-    if vision is None:
-        raise no_projector("content")
-    return await asyncio.to_thread(
-        image_prompt, prompter, vision, h.messages, settings, media, tenant_id
-    )
+async def history_prompt(h: History, prompter: Prompter) -> TokenSequence:
+    """The prompt of a history without images: the template rendered once per stored reply, in
+    a worker thread (a session with images is app/chat/image_work.py's)."""
+    template = [m.for_template() for m in h.messages]
+    return await asyncio.to_thread(conversation_prompt, prompter, template, h.replies)
 
 
 def visible_uploads(content: list[dict[str, Any]], media: MediaStore, tenant_id: str) -> None:
@@ -140,17 +123,21 @@ def visible_uploads(content: list[dict[str, Any]], media: MediaStore, tenant_id:
 
 
 def store_images(
-    content: list[dict[str, Any]], media: MediaStore, settings: Any, tenant_id: str
+    content: list[dict[str, Any]],
+    media: MediaStore,
+    settings: Any,
+    tenant_id: str,
+    fetched: Fetched,
 ) -> list[dict]:
     """The message's parts with inline images saved to the media store as the tenant's and
     replaced by their ids (`image_file` parts), so the stored history holds each image once
-    and by reference. Worker thread."""
+    and by reference; `fetched`: its remote images' bytes. Worker thread."""
     limits = image_limits(settings)
     out = []
     for part in content:
         if part.get("type") == "image_url":
             try:
-                data = image_bytes_from_url(part["image_url"]["url"], limits)
+                data = image_data(part["image_url"]["url"], limits, fetched)
                 record = media.save(data, limits, tenant_id)
             except ImageError as e:
                 raise RequestError(str(e), param="content") from e

@@ -19,16 +19,17 @@ from typing import Any, Protocol, cast
 from app.chat.chat_turn import Build, ChatTurns, Turn
 from app.chat.messages import ChatMessage
 from app.chat.sessions.session_history import History, history, turn_history
-from app.chat.sessions.session_writes import Content, Hold, NewMessage, SessionWrites
+from app.chat.sessions.session_writes import Content, Hold, NewMessage, SessionWrites, WriteNotes
 from app.chat.templates.reasoning import ReasoningAsk
 from app.chat.tools import ReplyParser, ToolSpec
 from app.chat.turn_sources import ChatSources, RagAsk
 from app.db.records import MessageRecord, SessionRecord
-from app.db.store import Store
 from app.engine.request import RequestError
 
 SESSION_HOLD = Hold("session_id", "this session is already generating a reply")
-RESPONSE_HOLD = Hold("previous_response_id", "this conversation is already generating a response")
+RESPONSE_HOLD = Hold(
+    "previous_response_id", "this conversation is already generating a response", "conversation"
+)
 
 
 @dataclass(slots=True)
@@ -52,6 +53,10 @@ class SessionInput:
     parser: ReplyParser | None = None  # the reply's tool calls, stored with it (Responses)
     sources: tuple[RagAsk, ChatSources] | None = None  # a `rag` turn's
     names_session: bool = False  # every response object names the session (session_id)
+    notes: WriteNotes | None = None  # an Idempotency-Key's: where the messages begin, the turn
+    # A retry's take-over replacing what its first try stored (`replace_from`): the turns the
+    # session had then; refused if it has had others since.
+    expect: int | None = None
 
 
 class SessionAsk(Protocol):
@@ -79,14 +84,13 @@ def _stored(m: ChatMessage) -> NewMessage:
 
 
 class StoredTurns:
-    def __init__(self, chats: ChatTurns, store: Store) -> None:
+    def __init__(self, chats: ChatTurns, writes: SessionWrites) -> None:
         self.chats = chats  # the steps every turn shares
-        self.writes = SessionWrites(store)  # a session's new messages, one turn at a time
+        self.writes = writes  # a session's new messages, one turn at a time across replicas
 
-    @property
-    def busy(self) -> set[str]:
-        """Sessions with a turn in flight."""
-        return self.writes.busy
+    async def busy(self, session_id: str) -> bool:
+        """Whether a turn of the session runs now, here or on another replica."""
+        return await self.writes.busy(session_id)
 
     async def from_session(
         self,
@@ -97,11 +101,14 @@ class StoredTurns:
         build: Build,
         replace_from: int | None = None,
         reasoning: ReasoningAsk | None = None,
+        notes: WriteNotes | None = None,
+        expect: int | None = None,
     ) -> Turn:
         """A new message to a stored session (`content` as stored); with `replace_from`, the
-        messages from that seq on are replaced by it (regenerate). The user message is stored
-        before this returns, its `rag` sources first and its inline images stored; the reply by
-        the turn's end hooks, its reasoning apart."""
+        messages from that seq on are replaced by it (regenerate, or a keyed retry's take-over
+        that `expect`s the session's turns then). The user message is stored before this
+        returns, its `rag` sources first and its inline images stored; the reply by the turn's
+        end hooks, its reasoning apart. `notes`: a keyed request's record of what it stores."""
         chats, found = self.chats, None
         if ask.rag is not None:
             earlier = [m.content for m in session.messages if m.role == "user"]
@@ -120,6 +127,8 @@ class StoredTurns:
             reasoning or ReasoningAsk(),
             sources=(ask.rag, found) if ask.rag is not None and found is not None else None,
             names_session=True,
+            notes=notes,
+            expect=expect,
         )
         return (await self.turn(session, new, tenant, build)).turn
 
@@ -131,15 +140,17 @@ class StoredTurns:
         parser: ReplyParser,
         tenant: str,
         build: Build,
+        notes: WriteNotes | None = None,
     ) -> StoredTurn:
         """A Responses turn: `new` messages of any role after the stored ones, with `tools`;
-        the reply is stored with the tool calls `parser` reads in it."""
+        the reply is stored with the tool calls `parser` reads in it; `notes`: a keyed
+        request's record of what it stores."""
         new = [await self._with_images(m, tenant) for m in new]
         h = turn_history(session, new, tools)
         if not h.messages or h.messages[-1].role != "user":
             raise RequestError("input has nothing new to answer", param="input")
         messages = [_stored(m) for m in new]
-        ask = SessionInput(messages, h, "responses", RESPONSE_HOLD, parser=parser)
+        ask = SessionInput(messages, h, "responses", RESPONSE_HOLD, parser=parser, notes=notes)
         return await self.turn(session, ask, tenant, build)
 
     async def _with_images(self, m: ChatMessage, tenant: str) -> ChatMessage:
@@ -162,7 +173,9 @@ class StoredTurns:
         request.images = images
         await chats.finish(request, session.id, tenant, new.sources)
         chats.check(request)  # before storing: bad input or a full queue changes nothing
-        inputs = await writes.store_new(session.id, new.messages, new.hold, new.replace_from)
+        inputs = await writes.store_new(
+            session.id, new.messages, new.hold, new.replace_from, new.notes, new.expect
+        )
         hooks = [
             chats.reply_hook(session.id, len(prompt), thinking, new.parser),
             writes.release(session.id),

@@ -1,5 +1,6 @@
 """What replicas on one database share besides sessions and documents: the idempotency keys of
-writes (app/db/replicas/idempotency_keys.py) and how far each replica has applied the deletion log
+writes (app/db/replicas/idempotency_keys.py), whose turn each session is in
+(app/db/replicas/session_leases.py) and how far each replica has applied the deletion log
 (app/db/replicas/deletion_log.py), declared on the same `Base` as every other table."""
 
 from __future__ import annotations
@@ -7,7 +8,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import Integer, LargeBinary, String, UniqueConstraint
+from sqlalchemy import ForeignKey, Integer, LargeBinary, String, UniqueConstraint
 from sqlalchemy.orm import Mapped, mapped_column
 
 from app.db.models import Base, Json, UTCDateTime, utcnow
@@ -37,6 +38,20 @@ class IdempotencyKey(Base):
     response: Mapped[bytes | None] = mapped_column(LargeBinary)
     # Indexed: records past the retention window are pruned by it.
     created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow, index=True)
+
+
+class SessionTurn(Base):
+    """A session's turn: the request that runs one now (a lease it renews while it runs), and
+    how many turns the session has had (a retry compares it with the count its first try saw)."""
+
+    __tablename__ = "session_turns"
+
+    session_id: Mapped[str] = mapped_column(
+        String(64), ForeignKey("conversations.id", ondelete="CASCADE"), primary_key=True
+    )
+    holder: Mapped[str | None] = mapped_column(String(128))  # replica and request; None: free
+    lease_until: Mapped[datetime | None] = mapped_column(UTCDateTime)
+    turns: Mapped[int] = mapped_column(Integer, default=0)  # taken so far, the running one too
 
 
 class ReplicaProgress(Base):

@@ -5,7 +5,6 @@ queued for ingestion (chunking, embedding) in the background.
 
 from __future__ import annotations
 
-import asyncio
 import hashlib
 from dataclasses import dataclass, field
 from typing import Any
@@ -42,8 +41,9 @@ async def take_in(
     if "\x00" in upload.filename:
         raise RequestError("the filename must not contain NUL characters", param="filename")
     with docs.uploads:  # the ingestion worker leaves a core to it meanwhile
-        # Parsing (PDF) and storing are blocking work: off the event loop, in one hop.
-        record, duplicate = await asyncio.to_thread(_store, docs, tenant, collection_id, upload)
+        # Parsing (PDF) and storing are blocking work: off the event loop, in one hop, in the
+        # parse pool (a PDF waits there for PDFium, never in the threads key lookups need).
+        record, duplicate = await docs.parse.run(_store, docs, tenant, collection_id, upload)
     if not duplicate:
         docs.ingestor.submit(record.id)
     return record, duplicate

@@ -48,7 +48,9 @@ def target() -> Iterator[ThreadingHTTPServer]:
 
 @pytest.fixture(scope="module")
 def proxy() -> Iterator[ServerProcess]:
-    with ServerProcess("-np", "1", "-c", "512", "--api-key", STATIC_KEY, "--ui-mcp-proxy") as srv:
+    args = ("-np", "1", "-c", "512", "--api-key", STATIC_KEY, "--ui-mcp-proxy")
+    # The test's target is on loopback, which the proxy reaches only when told it may.
+    with ServerProcess(*args, "--fetch-allow-hosts", "127.0.0.1") as srv:
         yield srv
 
 
