@@ -6,6 +6,7 @@ that is not JSON) names none.
 from __future__ import annotations
 
 import json
+from collections import OrderedDict
 
 # The routes that run the model: without a model named, llama-server's router refuses them.
 MODEL_ROUTES = (
@@ -53,3 +54,26 @@ def needs_model(method: str, path: str) -> bool:
     session_turn = path.startswith("/v1/sessions/") and path.endswith("/messages")
     counts = path.endswith(("/input_tokens", "/count_tokens"))
     return path in MODEL_ROUTES or session_turn or counts
+
+
+CONVERSATION_HEADER = "x-conversation-id"
+STREAM_PATHS = ("/v1/stream",)
+
+
+class ConversationModels:
+    """Which model a resumable stream's conversation (`X-Conversation-Id`) was sent to, so that
+    `GET`/`DELETE /v1/stream?conv_id=` reach that model's server, where the stream is kept; the
+    most recent `size` conversations (llama-server's router keeps the same map)."""
+
+    def __init__(self, size: int = 10_000) -> None:
+        self.size = size
+        self._models: OrderedDict[str, str] = OrderedDict()
+
+    def remember(self, conv_id: str, model: str) -> None:
+        self._models[conv_id] = model
+        self._models.move_to_end(conv_id)
+        while len(self._models) > self.size:
+            self._models.popitem(last=False)
+
+    def model_of(self, conv_id: str) -> str | None:
+        return self._models.get(conv_id)

@@ -13,10 +13,10 @@ from fastapi.responses import JSONResponse, Response
 
 from app.api.errors import error_response
 from app.api.openai.openai_shapes import SYSTEM_FINGERPRINT
-from app.api.router.router_services import RouterServicesDep
+from app.api.router.router_services import RouterServices, RouterServicesDep
 from app.api.web_ui.frontend import frontend_page
 from app.router.model_router import ModelEntry, RouterError
-from app.router.request_model import named_model, needs_model
+from app.router.request_model import CONVERSATION_HEADER, STREAM_PATHS, named_model, needs_model
 from app.router.router_proxy import forward
 
 router = APIRouter()
@@ -123,6 +123,8 @@ PROXIED = ["GET", "HEAD", "POST", "PUT", "PATCH", "DELETE"]
 async def proxy(request: Request, services: RouterServicesDep) -> Response:
     if request.method in ("GET", "HEAD") and (page := await frontend_page(request)) is not None:
         return page  # the web UI's files are the router's own
+    if request.url.path.rstrip("/") in STREAM_PATHS:
+        return await _stream(request, services)
     body = await request.body()
     name = named_model(body, request.query_params.get("model"))
     autoload = request.query_params.get("autoload")
@@ -134,9 +136,38 @@ async def proxy(request: Request, services: RouterServicesDep) -> Response:
     except RouterError as e:
         return refused(e)
     assert entry.child is not None
+    if (conv := _conversation(request)) and request.method == "POST":
+        services.conversations.remember(conv, entry.name)  # its stream is kept there
     try:
         return await forward(
             services.client, request, body, entry.child.base_url, lambda: models.release(entry)
         )
+    except RouterError as e:
+        return refused(e)
+
+
+def _conversation(request: Request) -> str | None:
+    # The header's UTF-8 bytes, as the model's server reads them (and the query's conv_id).
+    raw = next(
+        (v for k, v in request.headers.raw if k.lower() == CONVERSATION_HEADER.encode()), b""
+    )
+    return raw.decode("utf-8", "replace") or None
+
+
+async def _stream(request: Request, services: RouterServices) -> Response:
+    """GET/DELETE /v1/stream: to the server its conversation was sent to, where the stream is
+    kept (asleep or not: reading it loads no model)."""
+    name = services.conversations.model_of(request.query_params.get("conv_id", ""))
+    entry = services.router.models.get(name or "")
+    if entry is None or entry.child is None or not entry.child.running:
+        if request.method == "DELETE":
+            return Response(status_code=204)  # nothing to stop, as for an unknown id
+        return error_response("Stream not found or expired", 404, "conv_id", "not_found")
+
+    async def nothing() -> None:
+        return None
+
+    try:
+        return await forward(services.client, request, b"", entry.child.base_url, nothing)
     except RouterError as e:
         return refused(e)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Annotated
 
 import httpx
@@ -13,6 +13,7 @@ from app.config import Settings
 from app.db.key_store import KeyStore
 from app.router.model_catalog import ModelSpec
 from app.router.model_router import ModelRouter
+from app.router.request_model import ConversationModels
 
 
 @dataclass(slots=True)
@@ -22,6 +23,8 @@ class RouterServices:
     keys: KeyStore  # the keys the models' servers check too (app/api/middleware/auth.py)
     client: httpx.AsyncClient  # to the models' servers
     read_catalog: Callable[[], dict[str, ModelSpec]]  # --models-dir and --models-preset, now
+    # Which model each resumable stream was sent to (X-Conversation-Id).
+    conversations: ConversationModels = field(default_factory=ConversationModels)
 
 
 def get_router_services(request: Request) -> RouterServices:

@@ -106,3 +106,25 @@ def test_a_model_that_cannot_load_fails_alone(router: ServerProcess) -> None:
     assert listed["broken"]["status"]["value"] == "failed"
     assert listed["broken"]["status"]["failed"] is True and listed["broken"]["status"]["reason"]
     assert chat(router, "smollm2", [{"role": "user", "content": "Hi"}]).status_code == 200
+
+
+def test_a_resumable_stream_is_read_again_through_the_router(router: ServerProcess) -> None:
+    conv = "conv-through/the router"
+    body = {
+        "model": "twin",
+        "stream": True,
+        "max_tokens": 8,
+        "messages": [{"role": "user", "content": "Hello"}],
+    }
+    url = router.base_url
+    headers = {"X-Conversation-Id": conv}
+    with httpx.stream("POST", url + "/v1/chat/completions", json=body, headers=headers) as r:
+        assert r.status_code == 200
+        sent = "".join(r.iter_text())
+    replay = httpx.get(url + "/v1/stream", params={"conv_id": conv, "from": 0}, timeout=30)
+    assert replay.status_code == 200 and replay.text == sent and "data: " in sent
+    assert httpx.delete(url + "/v1/stream", params={"conv_id": conv}).status_code == 204
+    gone = httpx.get(url + "/v1/stream", params={"conv_id": conv, "from": 0}, timeout=30)
+    assert gone.status_code == 404
+    unknown = httpx.get(url + "/v1/stream", params={"conv_id": "never sent"}, timeout=30)
+    assert unknown.status_code == 404
