@@ -7,8 +7,10 @@ second turn at once, here or on another replica, would store messages out of ord
 one runs). The hold is the session's lease in the database (app/db/replicas/session_leases.py),
 renewed every third of --idempotency-lease while the turn runs; it is let go when the turn ends
 (`release`, an end hook) or, for a turn refused before generation, by `undo`, which also deletes
-what was stored, as if the turn was never sent. A lease whose replica stopped renewing it (it
-died) is waited out, half a lease at most, instead of refused.
+what was stored, as if the turn was never sent. A lease held on another replica is watched
+until it runs out (its replica died: the turn goes on) or is renewed (its replica lives: 409),
+which a live holder does every third of a lease: whether it died is seen, not guessed from how
+much of the lease is left.
 
 A request sent with an Idempotency-Key notes the seq its messages begin at and the turn it took,
 before it stores them (`WriteNotes`). A retry that takes it over after its replica died replaces
@@ -115,7 +117,8 @@ class SessionWrites:
     async def _take(
         self, session_id: str, holder: str, hold: Hold, expect: int | None
     ) -> TurnLease:
-        leases, waited_until = self.leases, time.monotonic() + self.lease_s
+        leases, give_up = self.leases, time.monotonic() + 2 * self.lease_s
+        ends: float | None = None  # when the holder's lease ends, as first seen
         while True:
             try:
                 got = await asyncio.to_thread(leases.take, session_id, holder, self.lease_s, expect)
@@ -125,10 +128,10 @@ class SessionWrites:
                 return got
             if isinstance(got, Changed):
                 raise changed(hold.subject)
-            # A live holder renews every third of a lease: one that let it run down this far
-            # stopped (its replica died). Wait for the lease to run out rather than refuse.
-            stale = got.remaining_s < self.lease_s / 2
-            if not stale or time.monotonic() > waited_until:
+            end = time.monotonic() + got.remaining_s
+            ends = end if ends is None else ends
+            # Renewed since first seen (a second of slack for the clocks' reads): it lives.
+            if end > ends + 1.0 or time.monotonic() > give_up:
                 raise _busy(hold)
             await asyncio.sleep(min(max(got.remaining_s, 0.01), 0.25))
 
