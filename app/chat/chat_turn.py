@@ -18,10 +18,10 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
-from app.chat.images import image_prompt
+from app.chat.images import check_image_count, image_prompt
 from app.chat.messages import ChatMessage
 from app.chat.sessions.session_history import History, history_prompt, store_images, visible_uploads
 from app.chat.sessions.stored_replies import calls_reply_store, reply_store
@@ -56,6 +56,12 @@ class Turn:
     # this, as if never sent. Once submitted, the end hooks record whatever happens to it.
     undo: Callable[[], Awaitable[None]] | None = None
     thinking: Thinking = field(default_factory=Thinking)  # how the reply's reasoning is split
+
+    def another(self) -> Turn:
+        """The same turn for one more choice of the reply (n > 1): an engine request of its
+        own (the engine fills in its defaults), the prompt, images and grammar shared."""
+        request = replace(self.request, sampling=replace(self.request.sampling))
+        return replace(self, request=request)
 
 
 class ChatTurns:
@@ -235,6 +241,9 @@ class ChatTurns:
         media = self.media
         if self.engine.images is None or media is None:
             raise no_projector(param)
+        # Counted before any is read or stored (the whole history is counted when it is read).
+        n = sum(1 for p in parts if p.get("type") in ("image_url", "image_file"))
+        check_image_count(n, self.settings, param)
         await asyncio.to_thread(visible_uploads, parts, media, tenant)
         return await asyncio.to_thread(store_images, parts, media, self.settings)
 

@@ -19,13 +19,28 @@ from mm.mtmd_bridge import ImageChunk, ImageInput
 from mm.token_sequence import TokenSequence
 
 
+def check_image_count(n: int, settings: Any, param: str) -> None:
+    """A 400 for a request whose prompt would hold more than --image-max-count images: each
+    is decoded to its full pixels and all are kept until the prompt is tokenized."""
+    limit = settings.image_max_count
+    if n > limit:
+        raise RequestError(
+            f"the request holds {n} images; this server takes at most {limit} in one request "
+            "(--image-max-count), earlier turns' included",
+            param=param,
+        )
+
+
 def load_images(
     messages: list[ChatMessage],
     settings: Any,
     media: MediaStore | None,
     tenant_id: str | None = None,
+    param: str = "messages",
 ) -> list[ImageInput]:
-    """tenant_id: uploaded media must be visible to this tenant (None: any)."""
+    """tenant_id: uploaded media must be visible to this tenant (None: any). The images are
+    counted before any is read (`param`: the field a 400 for too many names)."""
+    check_image_count(sum(len(m.images()) for m in messages), settings, param)
     limits = image_limits(settings)
     out: list[ImageInput] = []
     for i, message in enumerate(messages):
@@ -59,10 +74,11 @@ def image_prompt(
     media: MediaStore | None,
     tenant_id: str | None = None,
     tools: list[dict[str, Any]] | None = None,
+    param: str = "messages",
 ) -> tuple[TokenSequence, dict[str, ImageChunk]]:
     """The prompt of a chat with images: media chunks where the images are; `tools` for a
-    template that renders them."""
-    images = load_images(messages, settings, media, tenant_id)
+    template that renders them; `param`: the field errors about the images name."""
+    images = load_images(messages, settings, media, tenant_id, param)
     text = prompter.render([m.for_template(vision.marker) for m in messages], tools=tools)
     if text.count(vision.marker) != len(images):
         raise RequestError(

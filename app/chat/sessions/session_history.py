@@ -117,7 +117,9 @@ async def history_prompt(
         return prompt, {}
     if vision is None:
         raise no_projector("content")
-    return await asyncio.to_thread(image_prompt, prompter, vision, h.messages, settings, media)
+    return await asyncio.to_thread(
+        image_prompt, prompter, vision, h.messages, settings, media, None, None, "content"
+    )
 
 
 def visible_uploads(content: list[dict[str, Any]], media: MediaStore, tenant_id: str) -> None:
