@@ -11,6 +11,7 @@ import pytest
 from app.docs.intake.doc_intake import Upload, take_in
 from app.docs.intake.uploads_in_flight import UploadsInFlight
 from app.engine.request import RequestError
+from rag.parse_limits import ParseLimits
 
 
 def test_counts_nested_uploads_and_ends_at_none() -> None:
@@ -33,6 +34,7 @@ def _docs(seen: list[bool], fail: bool = False) -> SimpleNamespace:
     return SimpleNamespace(
         uploads=uploads,
         max_bytes=1 << 20,
+        parse_limits=ParseLimits(),
         library=SimpleNamespace(check_backend=lambda _c: None),
         store=SimpleNamespace(add_document=add_document),
         ingestor=SimpleNamespace(submit=lambda _d: None),
