@@ -134,7 +134,7 @@ class GenerationFields(BaseModel):
     reasoning_format: Literal["none", "deepseek", "deepseek-legacy", "auto"] | None = None
     chat_template_kwargs: TemplateKwargs = None
     # Work done once per request however many generations it makes (n choices, a list of
-    # prompts), by name: app/api/structured_output.py's grammar.
+    # prompts), by name: app/api/structured_output.py's grammar and logit biases.
     _once: dict[str, asyncio.Future[Any]] = PrivateAttr(default_factory=dict)
 
     def once(self, name: str, work: Callable[[], T]) -> Awaitable[T]:

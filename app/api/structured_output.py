@@ -11,7 +11,6 @@ request however many generations it makes.
 
 from __future__ import annotations
 
-import asyncio
 import json
 
 from llama_cpp.llama_grammar import JSON_GBNF, json_schema_to_gbnf
@@ -109,7 +108,7 @@ async def finish_request(
 ) -> GenerationRequest:
     """What every route sets on its engine request: the server-derived salt, the field that
     errors about the prompt name, the grammar of response_format and the logit biases by token
-    (both off the event loop, and the grammar once per body)."""
+    (both off the event loop, once per body however many generations it makes)."""
     request.cache_salt = salt
     request.prompt_param = prompt_param
     sampling = request.sampling
@@ -127,7 +126,7 @@ async def finish_request(
         def tokenize(text: str) -> list[int]:
             return vocab.tokenize(text, False, False)
 
-        sampling.logit_bias = await asyncio.to_thread(
-            lambda: fold_biases(token_biases(biases, tokenize))
+        sampling.logit_bias = await body.once(
+            "logit_bias", lambda: fold_biases(token_biases(biases, tokenize))
         )
     return request
