@@ -288,6 +288,19 @@ class Settings(DerivedSettings, BaseSettings):
     """default sampling seed (-1: random per request)"""
     temperature: float = setting(0.8, "--temp", "--temperature", group=LIMITS, engine=True, ge=0.0)
     """default sampling temperature of requests that give none (0: greedy)"""
+    # What one request's own input may cost before anything of it is queued: grammars, prompts
+    # per request (app/api/grammar/, app/api/llama_server/completion_routes.py).
+    grammar_max_bytes: int = setting(128 << 10, "--grammar-max-bytes", group=LIMITS, ge=1024)
+    """largest grammar a request may bring, bytes: a GBNF `grammar`, a JSON schema
+    (response_format, json_schema, the tools' parameters) as JSON text, and the grammar made
+    from it; larger ones are refused (400)"""
+    grammar_max_repeat: int = setting(10_000, "--grammar-max-repeat", group=LIMITS, ge=1)
+    """most repetitions a request's schemas or grammar may write out, all their counted bounds
+    together (maxLength, minItems, maxItems, a pattern's {m,n}, GBNF's {m,n}); more are
+    refused (400)"""
+    max_prompts: int = setting(16, "--max-prompts", group=LIMITS, ge=1)
+    """prompts one POST /completion may carry, each a generation of its own; more are refused
+    (400)"""
 
     # Resumable streams (app/api/llama_server/stream_store.py): llama-server keeps them 300 s and
     # 4 MiB each, without a bound on how many; every bound here is a setting.
@@ -324,6 +337,9 @@ class Settings(DerivedSettings, BaseSettings):
     """largest accepted image file, inline or uploaded, bytes"""
     image_max_pixels: int = setting(4096 * 4096, "--image-max-pixels", group=IMAGES, ge=1)
     """largest accepted width x height (decompression-bomb guard)"""
+    image_max_count: int = setting(16, "--image-max-count", group=IMAGES, ge=1)
+    """most images one request's prompt may hold, earlier turns' included; more are refused
+    (400) before any is decoded"""
     allow_remote_images: bool = setting(False, "--allow-remote-images", group=IMAGES)
     """fetch http(s) image URLs, of public addresses only unless --fetch-allow-hosts names the
     host (refused with 400 otherwise)"""
@@ -342,6 +358,15 @@ class Settings(DerivedSettings, BaseSettings):
 
     doc_max_bytes: int = setting(20 << 20, "--doc-max-bytes", group=DOCUMENTS, ge=1)
     """largest accepted document upload, bytes (413 above)"""
+    doc_max_pages: int = setting(2000, "--doc-max-pages", group=DOCUMENTS, ge=1)
+    """most pages of an accepted PDF (413 above)"""
+    doc_max_unpacked_bytes: int = setting(
+        64 << 20, "--doc-max-unpacked-bytes", group=DOCUMENTS, ge=1
+    )
+    """most bytes a DOCX may unpack to, all its parts together (413 above: a zip bomb is
+    refused before any part is unpacked)"""
+    doc_parse_timeout: float = setting(30.0, "--doc-parse-timeout", group=DOCUMENTS, gt=0.0)
+    """seconds reading an upload's text may take (PDF pages, DOCX blocks); then 413"""
     embedding_model: str | None = setting(None, "--embedding-model", group=DOCUMENTS)
     """sentence-transformers model folder (unset: the packaged all-MiniLM-L6-v2)"""
     embedding_threads: int = setting(2, "--embedding-threads", group=DOCUMENTS, ge=1)

@@ -5,6 +5,11 @@ structure), HTML (text only, scripts and styles dropped), PDF (PDFium, one page 
 page numbers kept), DOCX (as Markdown, rag/docx_loader.py) and source code or any other `text/*`
 upload (as plain text). Anything else, or a file that is empty, corrupt or over the byte limit,
 raises `DocumentError` saying why; nothing is half-loaded.
+
+What reading may cost beyond the upload's size is bounded by `ParseLimits`: a PDF's pages (its
+page count is read before any page), a DOCX's unpacked size (read from the zip's directory
+before any part is unpacked: a zip bomb is refused without inflating it) and the time reading
+takes, checked between pages and between a DOCX's blocks (a page or block is not interrupted).
 """
 
 from __future__ import annotations
@@ -18,6 +23,7 @@ from typing import Any
 
 from rag.docx_loader import docx_text
 from rag.errors import DocumentError
+from rag.parse_limits import Deadline, ParseLimits
 
 KINDS = {
     ".txt": "text",
@@ -139,8 +145,15 @@ def kind_of(filename: str, content_type: str | None = None) -> str:
 
 
 def load(
-    filename: str, data: bytes, max_bytes: int, content_type: str | None = None
+    filename: str,
+    data: bytes,
+    max_bytes: int,
+    content_type: str | None = None,
+    limits: ParseLimits | None = None,
 ) -> LoadedDocument:
+    """`limits`: pages, unpacked size and time (None: none but `max_bytes`)."""
+    limits = limits or ParseLimits()
+    deadline = Deadline(limits.timeout)
     kind = kind_of(filename, content_type)
     if len(data) > max_bytes:
         raise DocumentError(
@@ -150,9 +163,9 @@ def load(
     if not data.strip():
         raise DocumentError(f"the file {filename!r} is empty")
     if kind == "pdf":
-        doc = _pdf(data)
+        doc = _pdf(data, limits.max_pages, deadline)
     elif kind == "docx":
-        doc = LoadedDocument(docx_text(data), kind)
+        doc = LoadedDocument(docx_text(data, limits.max_unpacked_bytes, deadline), kind)
     else:
         text = _decode(data)
         doc = LoadedDocument(_html_text(text) if kind == "html" else text, kind)
@@ -209,7 +222,7 @@ def _html_text(html: str) -> str:
 _PDFIUM = threading.Lock()
 
 
-def _pdf_pages(data: bytes) -> list[str]:
+def _pdf_pages(data: bytes, max_pages: int | None, deadline: Deadline) -> list[str]:
     import pypdfium2  # only PDF uploads pay for the import
 
     with _PDFIUM:
@@ -218,7 +231,17 @@ def _pdf_pages(data: bytes) -> list[str]:
         except pypdfium2.PdfiumError as e:
             raise DocumentError(f"not a readable PDF: {e}") from None
         try:
-            return [_page_text(pdf[i]) for i in range(len(pdf))]
+            n = len(pdf)
+            if max_pages is not None and n > max_pages:
+                raise DocumentError(
+                    f"the PDF has {n} pages; the limit is {max_pages} (--doc-max-pages)",
+                    too_large=True,
+                )
+            pages = []
+            for i in range(n):
+                deadline.check(f"reading page {i + 1} of {n}")
+                pages.append(_page_text(pdf[i]))
+            return pages
         finally:
             pdf.close()
 
@@ -234,8 +257,8 @@ def _page_text(page: Any) -> str:
     return text.replace("\r\n", "\n").replace("\r", "\n").replace("\ufffe", "").replace("\x00", "")
 
 
-def _pdf(data: bytes) -> LoadedDocument:
-    pages = _pdf_pages(data)
+def _pdf(data: bytes, max_pages: int | None, deadline: Deadline) -> LoadedDocument:
+    pages = _pdf_pages(data, max_pages, deadline)
     text, starts = "", []
     for page in pages:
         if text:

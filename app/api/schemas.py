@@ -9,15 +9,27 @@ Each route's own request adds its fields on these (app/api/openai/openai_schemas
 
 from __future__ import annotations
 
-from typing import Annotated, Any, ClassVar, Literal
+import asyncio
+from collections.abc import Awaitable, Callable
+from typing import Annotated, Any, ClassVar, Literal, TypeVar
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    ConfigDict,
+    Field,
+    PrivateAttr,
+    field_validator,
+    model_validator,
+)
 
 from app.chat.templates.reasoning import ReasoningAsk
 from app.chat.tools import ToolSpec
 from app.engine.request import GenerationRequest
 from app.engine.sampler import SamplingParams
 from mm.token_sequence import TokenSequence
+
+T = TypeVar("T")
 
 # Variables the server sets when it renders a chat template.
 RESERVED_TEMPLATE_NAMES = frozenset({"messages", "add_generation_prompt", "bos_token", "eos_token"})
@@ -109,7 +121,7 @@ class GenerationFields(BaseModel):
     # Structured output through llama.cpp's grammar sampler (as llama-server): a GBNF grammar,
     # or response_format (converted to one by app/api/structured_output.py).
     response_format: ResponseFormat | None = None
-    grammar: str | None = Field(default=None, max_length=100_000)
+    grammar: str | None = None  # at most --grammar-max-bytes (app/api/grammar/)
     json_schema: dict[str, Any] | None = None  # llama-server's top-level schema field
     # Function calling: chat completions take `tools` (ChatCompletionRequest); elsewhere, and
     # the legacy `functions` everywhere, it is refused with a 400 (app/api/structured_output.py),
@@ -121,6 +133,15 @@ class GenerationFields(BaseModel):
     # --reasoning-format when left out), and extra variables for the chat template.
     reasoning_format: Literal["none", "deepseek", "deepseek-legacy", "auto"] | None = None
     chat_template_kwargs: TemplateKwargs = None
+    # Work done once per request however many generations it makes (n choices, a list of
+    # prompts), by name: app/api/structured_output.py's grammar and logit biases.
+    _once: dict[str, asyncio.Future[Any]] = PrivateAttr(default_factory=dict)
+
+    def once(self, name: str, work: Callable[[], T]) -> Awaitable[T]:
+        """`work` in a worker thread, run once for this body: every caller awaits its result."""
+        if name not in self._once:
+            self._once[name] = asyncio.ensure_future(asyncio.to_thread(work))
+        return self._once[name]
 
     def reasoning_ask(self) -> ReasoningAsk:
         return ReasoningAsk(self.reasoning_format, self.chat_template_kwargs)

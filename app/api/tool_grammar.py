@@ -14,6 +14,7 @@ import re
 
 from llama_cpp.llama_grammar import SchemaConverter
 
+from app.api.grammar.grammar_limits import GrammarLimits, check_gbnf, check_schema
 from app.chat.tools import CALL_CLOSE, SEPARATOR, ToolSpec, call_head
 from app.engine.request import RequestError
 
@@ -24,9 +25,12 @@ def _literal(text: str) -> str:
     return json.dumps(text)  # GBNF literals take JSON's escapes
 
 
-def tool_grammar(tools: list[ToolSpec], parallel: bool) -> str:
-    """GBNF for one call (or, with `parallel`, one or more) of any of `tools`. Worker thread:
-    a big schema takes a while to convert."""
+def tool_grammar(tools: list[ToolSpec], parallel: bool, limits: GrammarLimits) -> str:
+    """GBNF for one call (or, with `parallel`, one or more) of any of `tools`; a 400 for
+    schemas or a grammar over `limits`. Worker thread: a big schema takes a while to convert."""
+    spent = 0  # the tools' repetitions together: they all go into one grammar
+    for i, tool in enumerate(tools):
+        spent = check_schema(tool.parameters, limits, _param(i), spent)
     converter = SchemaConverter(prop_order={}, allow_fetch=False, dotall=False, raw_pattern=False)
     alternatives = []
     for i, tool in enumerate(tools):
@@ -44,9 +48,14 @@ def tool_grammar(tools: list[ToolSpec], parallel: bool) -> str:
     # arguments over as an object (Anthropic's tool_use `input`) renders back, so a call it
     # returns extends the prompt as the model wrote it.
     rules = SPACE.sub('space ::= ""', converter.format_grammar())
-    return f"root ::= {root}\ncall ::= {call}\n{rules}\n"
+    grammar = f"root ::= {root}\ncall ::= {call}\n{rules}\n"
+    check_gbnf(grammar, limits, "tools", made=True)
+    return grammar
+
+
+def _param(index: int) -> str:
+    return f"tools[{index}].function.parameters"
 
 
 def _bad(index: int, message: str) -> RequestError:
-    param = f"tools[{index}].function.parameters"
-    return RequestError(f"{param}: {message}", param=param)
+    return RequestError(f"{_param(index)}: {message}", param=_param(index))

@@ -33,12 +33,16 @@ from mm.token_sequence import TokenSequence
 Response = JSONResponse | StreamingResponse
 
 
-def request_builder(body: GenerationFields, seed: int, salt: str, prompt_param: str) -> Build:
+def request_builder(
+    body: GenerationFields, services: Services, salt: str, prompt_param: str
+) -> Build:
     """The engine request of a prompt with this body's fields; prompt_param: the field that
     errors about the prompt name."""
+    seed = services.settings.seed
 
     async def build(prompt: TokenSequence) -> GenerationRequest:
-        return await finish_request(body.generation(prompt, seed), body, salt, prompt_param)
+        request = body.generation(prompt, seed)
+        return await finish_request(request, body, salt, prompt_param, services)
 
     return build
 
@@ -126,7 +130,7 @@ async def session_turn(
         {**session.sampling, **body.model_dump(exclude_unset=True)}
     )
     salt = cache_salt(http, fields.cache_salt)
-    build = request_builder(fields, services.settings.seed, salt, "content")
+    build = request_builder(fields, services, salt, "content")
     content = body.model_dump()["content"]  # plain str or list of dicts for the database
     ticket = ticket_of(http)
     replace_from, expect = keyed_turn(ticket, session, replace_from)
@@ -195,7 +199,7 @@ async def reply_answer(
         services.settings.seed,
         documents=question.documents,
     )
-    await finish_request(request, body, salt, "question")
+    await finish_request(request, body, salt, "question", services)
     request.blend = question.blend
     reply = Reply(
         ChatShape,

@@ -18,10 +18,11 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from app.chat.image_work import ImageWork
+from app.chat.images import check_image_count
 from app.chat.messages import ChatMessage
 from app.chat.sessions.session_history import History, history_prompt
 from app.chat.sessions.stored_replies import calls_reply_store, reply_store
@@ -56,6 +57,12 @@ class Turn:
     # this, as if never sent. Once submitted, the end hooks record whatever happens to it.
     undo: Callable[[], Awaitable[None]] | None = None
     thinking: Thinking = field(default_factory=Thinking)  # how the reply's reasoning is split
+
+    def another(self) -> Turn:
+        """The same turn for one more choice of the reply (n > 1): an engine request of its
+        own (the engine fills in its defaults), the prompt, images and grammar shared."""
+        request = replace(self.request, sampling=replace(self.request.sampling))
+        return replace(self, request=request)
 
 
 class ChatTurns:
@@ -236,6 +243,9 @@ class ChatTurns:
         media = self.media
         if self.engine.images is None or media is None:
             raise no_projector(param)
+        # Counted before any is read or stored (the whole history is counted when it is read).
+        n = sum(1 for p in parts if p.get("type") in ("image_url", "image_file"))
+        check_image_count(n, self.settings, param)
         return await self.images.store(parts, media, tenant, param)
 
     async def session_prompt(
@@ -253,7 +263,9 @@ class ChatTurns:
             raise no_projector("content")
         else:  # the history's images: stored ones, read back by id, the tenant's only
             await self.engine.ready()  # a sleeping model's projector loads with it
-            prompt, images = await self.images.prompt(prompter, vision, h.messages, tenant)
+            prompt, images = await self.images.prompt(
+                prompter, vision, h.messages, tenant, None, "content"
+            )
         thinking = self._thinking(asked, prompt) if reasoning is not None else Thinking()
         return prompt, images, thinking
 

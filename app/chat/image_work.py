@@ -47,15 +47,17 @@ class ImageWork:
         messages: list[ChatMessage],
         tenant: str,
         tools: list[dict[str, Any]] | None = None,
+        param: str = "messages",
     ) -> tuple[TokenSequence, dict[str, ImageChunk]]:
-        """The prompt of a chat with images (tenant: whose uploads it may name)."""
+        """The prompt of a chat with images (tenant: whose uploads it may name; `param`: the
+        field errors about its images name)."""
         urls = remote_urls(messages)
         fetched = await self.fetch(
             [(u, f"messages[{i}]: ", f"messages.{i}.content") for i, u in urls]
         )
         media, settings = self.media, self.settings
         return await self.pool.run(
-            image_prompt, prompter, vision, messages, settings, media, tenant, tools, fetched
+            image_prompt, prompter, vision, messages, settings, media, tenant, tools, fetched, param
         )
 
     async def store(

@@ -40,14 +40,29 @@ def remote_urls(messages: list[ChatMessage]) -> list[tuple[int, str]]:
     ]
 
 
+def check_image_count(n: int, settings: Any, param: str) -> None:
+    """A 400 for a request whose prompt would hold more than --image-max-count images: each
+    is decoded to its full pixels and all are kept until the prompt is tokenized."""
+    limit = settings.image_max_count
+    if n > limit:
+        raise RequestError(
+            f"the request holds {n} images; this server takes at most {limit} in one request "
+            "(--image-max-count), earlier turns' included",
+            param=param,
+        )
+
+
 def load_images(
     messages: list[ChatMessage],
     settings: Any,
     media: MediaStore | None,
     tenant_id: str,
     fetched: Fetched | None = None,
+    param: str = "messages",
 ) -> list[ImageInput]:
-    """tenant_id: uploaded media must be this tenant's (another's reads as unknown)."""
+    """tenant_id: uploaded media must be this tenant's (another's reads as unknown). The images
+    are counted before any is read (`param`: the field a 400 for too many names)."""
+    check_image_count(sum(len(m.images()) for m in messages), settings, param)
     limits = image_limits(settings)
     out: list[ImageInput] = []
     for i, message in enumerate(messages):
@@ -82,10 +97,12 @@ def image_prompt(
     tenant_id: str,
     tools: list[dict[str, Any]] | None = None,
     fetched: Fetched | None = None,
+    param: str = "messages",
 ) -> tuple[TokenSequence, dict[str, ImageChunk]]:
     """The prompt of a chat with images: media chunks where the images are; `tools` for a
-    template that renders them; `fetched`: its remote images' bytes."""
-    images = load_images(messages, settings, media, tenant_id, fetched)
+    template that renders them; `fetched`: its remote images' bytes; `param`: the field errors
+    about the images name."""
+    images = load_images(messages, settings, media, tenant_id, fetched, param)
     text = prompter.render([m.for_template(vision.marker) for m in messages], tools=tools)
     if text.count(vision.marker) != len(images):
         raise RequestError(

@@ -26,6 +26,7 @@ from app.docs.questions.doc_prompt import DocPrompter, token_counter
 from app.engine.engine import Engine
 from app.thread_pools import WorkerPool
 from rag.layout import chunk_text
+from rag.parse_limits import ParseLimits
 
 
 @dataclass(slots=True)
@@ -41,6 +42,8 @@ class Documents:
     prefill: DocPrefill | None = None  # ready documents into the prefix cache
     deletions: DeletionWatch | None = None  # documents deleted on any replica leave our caches
     uploads: UploadsInFlight = field(default_factory=UploadsInFlight)  # being taken in now
+    # What reading an upload's text may cost: PDF pages, DOCX unpacked bytes, time.
+    parse_limits: ParseLimits = field(default_factory=ParseLimits)
 
     @classmethod
     def build(
@@ -99,7 +102,10 @@ class Documents:
         log = DeletionLog(store)
         deletions = DeletionWatch(log, forget, settings.replica(), settings.deletion_log_window)
         parts = (docs, chunk_store, library, ingestor, prompts, key, max_bytes, parse)
-        return cls(*parts, prefill, deletions, uploads)
+        limits = ParseLimits(
+            settings.doc_max_pages, settings.doc_max_unpacked_bytes, settings.doc_parse_timeout
+        )
+        return cls(*parts, prefill, deletions, uploads, limits)
 
     def start(self) -> None:
         # Index files are checked against the database at start-up, before any search; a

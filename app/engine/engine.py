@@ -344,7 +344,7 @@ class Engine:
     def has_chunk_kv(self, salt: str, head: list[int], tokens: list[int]) -> bool:
         """Whether a cache tier holds this chunk's own KV after `head` (blend) for `salt`.
         Engine thread only: ask inside `call`."""
-        return self._blend.chunks.has(salt, head, tokens)
+        return self._blend.chunks.has(self.keyed(salt), head, tokens)
 
     async def save_slot(self, id_slot: int, path: Path) -> SlotSaved:
         """A slot's KV, tokens and salt into `path` (app/engine/kv/slot_files.py)."""

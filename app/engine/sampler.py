@@ -51,6 +51,8 @@ class SamplingParams:
 
 # llama_token_data: what llama.cpp's samplers read and reorder (id, logit, p).
 _TOKEN_DATA = np.dtype([("id", np.int32), ("logit", np.float32), ("p", np.float32)])
+# llama_logit_bias: a token and what is added to its logit.
+_LOGIT_BIAS = np.dtype([("token", np.int32), ("bias", np.float32)])
 
 
 class Sampler:
@@ -72,8 +74,11 @@ class Sampler:
         # Greedy without a grammar or penalties is an argmax (of the biased logits): numpy over
         # the logits costs a fraction of the chain's n_vocab candidate array, on every token.
         self.argmax = params.greedy and not params.grammar and not params.has_penalties
-        self._bias_ids = np.array([t for t, _ in params.logit_bias], dtype=np.intp)
-        self._bias = np.array([b for _, b in params.logit_bias], dtype=np.float32)
+        # One array for llama.cpp and the argmax (a long list is built at numpy's speed: this
+        # runs on the engine thread).
+        biases = np.array(list(params.logit_bias), dtype=_LOGIT_BIAS)
+        self._bias_ids = biases["token"].astype(np.intp)
+        self._bias = biases["bias"]
         chain = llama_cpp.llama_sampler_chain_init(llama_cpp.llama_sampler_chain_default_params())
         add = llama_cpp.llama_sampler_chain_add
         if params.grammar:
@@ -83,11 +88,9 @@ class Sampler:
                 llama_cpp.llama_sampler_free(chain)
                 raise ValueError("the grammar of response_format could not be parsed")
             add(chain, grammar)
-        if params.logit_bias:
-            biases = (llama_cpp.llama_logit_bias * len(params.logit_bias))(
-                *(llama_cpp.llama_logit_bias(t, b) for t, b in params.logit_bias)
-            )
-            add(chain, llama_cpp.llama_sampler_init_logit_bias(n_vocab, len(biases), biases))
+        if len(biases):  # llama.cpp copies the array: it need not outlive the call
+            entries = biases.ctypes.data_as(ctypes.POINTER(llama_cpp.llama_logit_bias))
+            add(chain, llama_cpp.llama_sampler_init_logit_bias(n_vocab, len(biases), entries))
         if params.has_penalties:
             add(
                 chain,
@@ -173,3 +176,14 @@ def token_biases(
     for key, bias in pairs:
         out += [(t, bias) for t in tokenize(key)] if isinstance(key, str) else [(key, bias)]
     return tuple(out)
+
+
+def fold_biases(
+    pairs: tuple[tuple[int | str, float], ...],
+) -> tuple[tuple[int | str, float], ...]:
+    """Each token once, its biases added up (as llama.cpp adds a repeated token's), in the
+    order tokens first appear: a list of any length becomes at most one entry per token."""
+    folded: dict[int | str, float] = {}
+    for key, bias in pairs:
+        folded[key] = folded.get(key, 0.0) + bias
+    return tuple(folded.items())

@@ -4,6 +4,7 @@ import pytest
 
 from rag.errors import DocumentError
 from rag.loader import load
+from rag.parse_limits import ParseLimits
 from tests.rag.docx_files import corrupt_docx, empty_docx, make_docx
 from tests.rag.pdfs import make_pdf
 
@@ -71,3 +72,27 @@ def test_oversized_files_are_refused():
     with pytest.raises(DocumentError) as e:
         load("big.txt", b"x" * 101, 100)
     assert e.value.too_large
+
+
+def test_a_pdf_of_more_pages_than_the_limit_is_refused_before_any_page_is_read():
+    data = make_pdf([f"Page {i}." for i in range(5)])
+    assert len(load("p.pdf", data, LIMIT, limits=ParseLimits(max_pages=5)).page_starts) == 5
+    with pytest.raises(
+        DocumentError, match=r"has 5 pages; the limit is 4 \(--doc-max-pages\)"
+    ) as e:
+        load("p.pdf", data, LIMIT, limits=ParseLimits(max_pages=4))
+    assert e.value.too_large
+
+
+def test_reading_a_pdf_stops_at_the_deadline():
+    data = make_pdf(["One.", "Two."])
+    with pytest.raises(DocumentError, match=r"longer than 0 s .*reading page 1 of 2") as e:
+        load("p.pdf", data, LIMIT, limits=ParseLimits(timeout=0.0))
+    assert e.value.too_large
+
+
+def test_a_docx_is_read_within_its_unpacked_limit():
+    data = make_docx("Bread", ["Sourdough rises slowly."])
+    assert load("n.docx", data, LIMIT, limits=ParseLimits(max_unpacked_bytes=1 << 20)).text
+    with pytest.raises(DocumentError, match="--doc-max-unpacked-bytes"):
+        load("n.docx", data, LIMIT, limits=ParseLimits(max_unpacked_bytes=1000))

@@ -44,7 +44,7 @@ async def messages(body: MessagesRequest, http: Request, services: ServicesDep, 
     chat = _chat(body)
     refuse_unsupported(chat)
     salt = cache_salt(http)
-    build = request_builder(chat, services.settings.seed, salt, "messages")
+    build = request_builder(chat, services, salt, "messages")
     tools = chat.tool_specs()
     messages, end = chat.prompt_end()  # a last assistant message is a prefill, as Anthropic's
     turn = await services.chats.from_messages(
@@ -64,7 +64,7 @@ async def count_tokens(
     """The prompt tokens a Messages request would have, tools included; nothing generated."""
     chat = _chat(body)
     salt = cache_salt(http)
-    build = request_builder(chat, services.settings.seed, salt, "messages")
+    build = request_builder(chat, services, salt, "messages")
     messages, end = chat.prompt_end()
     n = await services.chats.count_prompt(messages, tenant, salt, build, chat.tool_specs(), end)
     return {"input_tokens": n}

@@ -56,6 +56,13 @@ def _prompt(services: Services, prompt: Prompt) -> tuple[TokenSequence, str]:
 async def completion(body: NativeCompletionRequest, http: Request, services: ServicesDep):
     refuse_unsupported(body)
     prompts = body.prompts()
+    limit = services.settings.max_prompts
+    if len(prompts) > limit:
+        raise RequestError(
+            f"prompt: the request has {len(prompts)} prompts; this server takes at most {limit}"
+            " in one request (--max-prompts): send the others in requests of their own",
+            param="prompt",
+        )
     if len(prompts) == 1:
         return await _complete(services, body, prompts[0], 0, http)
     if body.stream:
@@ -65,7 +72,8 @@ async def completion(body: NativeCompletionRequest, http: Request, services: Ser
             param="stream",
         )
     # As llama-server: every prompt is queued at once, and the results come as a list in
-    # the prompts' order, each with its `index`; the first that fails is the answer.
+    # the prompts' order, each with its `index`; the first that fails is the answer. Their
+    # grammar is made once (GenerationFields.once).
     replies = await asyncio.gather(
         *(_complete(services, body, p, i, http) for i, p in enumerate(prompts)),
         return_exceptions=True,
@@ -91,12 +99,16 @@ async def _complete(
     request = body.generation(
         tokens, seed, timings_per_token=body.stream, post_sampling=body.post_sampling_probs
     )
-    await finish_request(request, body, cache_salt(http, body.cache_salt), "prompt")
+    salt = cache_salt(http, body.cache_salt)
+    await finish_request(request, body, salt, "prompt", services)
     head = NativeHead(
         model=services.model_name,
         prompt=text,
         n_prompt=len(tokens),
-        settings=body.settings(seed, settings.n_predict, settings.temperature, vocab),
+        # The biases as the request has them by now: by token, off the event loop.
+        settings=body.settings(
+            seed, settings.n_predict, settings.temperature, vocab, request.sampling.logit_bias
+        ),
         n_probs=body.n_probs,
         post_sampling=body.post_sampling_probs,
         return_tokens=body.return_tokens,

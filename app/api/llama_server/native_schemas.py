@@ -77,13 +77,21 @@ class NativeCompletionRequest(GenerationFields):
         return self.n_probs or None
 
     def settings(
-        self, seed: int, n_predict: int, temperature: float, vocab: Tokenizer
+        self,
+        seed: int,
+        n_predict: int,
+        temperature: float,
+        vocab: Tokenizer,
+        biases: tuple[tuple[int | str, float], ...] | None = None,
     ) -> dict[str, Any]:
         """llama-server's `generation_settings`: what this request was generated with (the
         server's seed, -n and --temp where it gives none; the logit biases by token, a text's
-        on each of its tokens, and ignore_eos's ban of the end-of-generation tokens)."""
+        on each of its tokens, and ignore_eos's ban of the end-of-generation tokens).
+        `biases`: the request's, by token already (else this body's, tokenized here)."""
         n = self.token_limit() or n_predict
-        biases = token_biases(self.bias_pairs(), lambda text: vocab.tokenize(text, False, False))
+        if biases is None:
+            biases = self.bias_pairs()
+        biases = token_biases(biases, lambda text: vocab.tokenize(text, False, False))
         if self.ignore_eos:
             biases += tuple((t, float("-inf")) for t in eog_tokens(vocab))
         return {

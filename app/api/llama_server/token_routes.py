@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import asyncio
+import json
+from collections.abc import Iterator
 
 from fastapi import APIRouter
+from fastapi.responses import JSONResponse, Response, StreamingResponse
 from pydantic import BaseModel, Field
 
 from app.api.schemas import TemplateKwargs
@@ -13,6 +16,7 @@ from app.api.tool_schemas import ToolDef, tool_specs
 from app.chat.messages import ChatMessage
 from app.chat.tool_messages import prompt_messages
 from app.engine.request import RequestError
+from app.engine.tokenizer import Tokenizer
 
 router = APIRouter()
 
@@ -35,15 +39,35 @@ class ApplyTemplateRequest(BaseModel):
     chat_template_kwargs: TemplateKwargs = None
 
 
+# Tokens written per piece of a `with_pieces` answer: a text of millions of tokens is answered
+# piece by piece, never held whole as objects.
+PIECES_AT_ONCE = 4096
+
+
 @router.post("/tokenize")
-async def tokenize(body: TokenizeRequest, services: ServicesDep):
+async def tokenize(body: TokenizeRequest, services: ServicesDep) -> Response:
+    """The answer is built off the event loop: a long text has millions of tokens."""
     model = services.engine.tokenizer
     tokens = await asyncio.to_thread(
         model.tokenize, body.content, body.add_special, body.parse_special
     )
     if not body.with_pieces:
-        return {"tokens": tokens}
-    return {"tokens": [{"id": t, "piece": _piece(model.token_to_piece(t, True))} for t in tokens]}
+        return await asyncio.to_thread(JSONResponse, {"tokens": tokens})
+    # A sync iterator: Starlette draws each piece in a worker thread.
+    return StreamingResponse(_with_pieces(model, tokens), media_type="application/json")
+
+
+def _with_pieces(model: Tokenizer, tokens: list[int]) -> Iterator[str]:
+    """`{"tokens": [{"id", "piece"}, ...]}` as JSONResponse writes it, a piece at a time."""
+    yield '{"tokens":['
+    for start in range(0, len(tokens), PIECES_AT_ONCE):
+        part = [
+            {"id": t, "piece": _piece(model.token_to_piece(t, True))}
+            for t in tokens[start : start + PIECES_AT_ONCE]
+        ]
+        text = json.dumps(part, ensure_ascii=False, separators=(",", ":"))[1:-1]
+        yield ("," if start else "") + text
+    yield "]}"
 
 
 def _piece(raw: bytes) -> str | list[int]:

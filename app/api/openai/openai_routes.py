@@ -19,7 +19,8 @@ from app.api.openai.openai_shapes import TextShape
 from app.api.responder import Reply, respond
 from app.api.services import Services, ServicesDep
 from app.api.structured_output import finish_request, refuse_unsupported
-from app.api.turn_reply import Response, reply_turn, request_builder
+from app.api.turn_reply import reply_turn, request_builder
+from app.chat.chat_turn import Turn
 from app.chat.sessions.session_lookup import check_session
 from app.engine.request import RequestError
 
@@ -40,14 +41,17 @@ async def chat_completions(
     session = body.session_id or x_session_id
     if session is not None:
         await check_session(services.store, session, tenant)
-    if body.n == 1:
-        return await _chat_turn(body, http, services, tenant, session)
-    if body.stream:
+    if body.n > 1 and body.stream:
         raise RequestError("n > 1 is answered unstreamed: send stream false", param="n")
+    turn = await _chat_turn(body, http, services, tenant, session)
+    verbose = services.settings.verbose if body.verbose is None else body.verbose
+    if body.n == 1:
+        return await reply_turn(services, turn, body, http, verbose)
     # As llama-server: every choice is a generation of its own, queued at once; the first
-    # reply carries the others' choices, and the first that fails is the answer.
+    # reply carries the others' choices, and the first that fails is the answer. The prompt,
+    # its images and the grammar are made once for all of them.
     replies = await asyncio.gather(
-        *(_chat_turn(body, http, services, tenant, session) for _ in range(body.n))
+        *(reply_turn(services, turn.another(), body, http, verbose) for _ in range(body.n))
     )
     failed = next((r for r in replies if r.status_code != 200), None)
     if failed is not None:
@@ -63,16 +67,14 @@ async def _chat_turn(
     services: Services,
     tenant: str,
     session: str | None,
-) -> Response:
+) -> Turn:
     salt = cache_salt(http, body.cache_salt)
-    build = request_builder(body, services.settings.seed, salt, "messages")
+    build = request_builder(body, services, salt, "messages")
     messages, end = body.prompt_end()
     tools, reasoning = body.tool_specs(), body.reasoning_ask()
-    turn = await services.chats.from_messages(
+    return await services.chats.from_messages(
         messages, body.rag, session, tenant, salt, build, tools, reasoning, end
     )
-    verbose = services.settings.verbose if body.verbose is None else body.verbose
-    return await reply_turn(services, turn, body, http, verbose)
 
 
 @router.post("/v1/chat/completions/input_tokens")
@@ -82,7 +84,7 @@ async def input_tokens(
 ):
     """How many prompt tokens the chat request would have, nothing generated (llama-server's)."""
     salt = cache_salt(http, body.cache_salt)
-    build = request_builder(body, services.settings.seed, salt, "messages")
+    build = request_builder(body, services, salt, "messages")
     messages, end = body.prompt_end()
     chats = services.chats
     n = await chats.count_prompt(messages, tenant, salt, build, body.tool_specs(), end)
@@ -99,7 +101,8 @@ async def completions(body: CompletionRequest, http: Request, services: Services
     except ValueError as e:
         raise RequestError(str(e), param="prompt") from e
     request = body.generation(prompt, services.settings.seed)
-    await finish_request(request, body, cache_salt(http, body.cache_salt), "prompt")
+    salt = cache_salt(http, body.cache_salt)
+    await finish_request(request, body, salt, "prompt", services)
     return await respond(services, request, body, Reply(TextShape, "completion"), http)
 
 

@@ -116,7 +116,7 @@ async def create_response(
     tools = chat.tool_specs()
     parser = ReplyParser({t.name for t in tools} if chat.calls_allowed() else set())
     systems, new = input_messages(body.items())
-    build = request_builder(chat, services.settings.seed, cache_salt(http), "input")
+    build = request_builder(chat, services, cache_salt(http), "input")
     model = body.model or services.model_name
     turn: Turn
     if not body.store and body.previous_response_id is None:
@@ -158,7 +158,7 @@ async def input_tokens(
         )
     chat = _chat(body)
     salt = cache_salt(http)
-    build = request_builder(chat, services.settings.seed, salt, "input")
+    build = request_builder(chat, services, salt, "input")
     _, messages = _stateless(body)
     n = await services.chats.count_prompt(messages, tenant, salt, build, chat.tool_specs())
     return {"object": "response.input_tokens", "input_tokens": n}

@@ -56,10 +56,13 @@ def _store(
     # Vectors of another backend are not mixed in (409): refused before anything is stored.
     docs.library.check_backend(collection_id)
     try:
-        loaded = load(upload.filename, upload.data, docs.max_bytes, upload.content_type)
+        limits = docs.parse_limits
+        loaded = load(upload.filename, upload.data, docs.max_bytes, upload.content_type, limits)
     except DocumentError as e:
-        if e.too_large:
-            raise too_large(docs.max_bytes) from None
+        if e.too_large:  # over one of the limits; the message says which
+            raise RequestError(
+                e.message, param="file", code="request_too_large", status=413
+            ) from None
         raise RequestError(e.message, param="file", code="invalid_document") from None
     found = docs.store.add_document(
         tenant,

@@ -1,8 +1,10 @@
 from __future__ import annotations
 
+import numpy as np
+
 from app.engine.engine_config import EngineConfig
 from app.engine.llama.model import Model
-from app.engine.sampler import Sampler, SamplingParams
+from app.engine.sampler import Sampler, SamplingParams, fold_biases
 
 
 def test_penalty_window_is_clamped_to_the_context():
@@ -105,3 +107,26 @@ def test_sampling_kept_logits_picks_what_the_context_rows_would(model_path: str)
             for s in pair:
                 s.close()
         model.close()
+
+
+def test_biases_fold_to_one_entry_per_token_adding_up_as_llama_cpp_does():
+    pairs = ((5, 1.0), (7, -2.0), (5, 0.5), (9, float("-inf")), (9, 3.0), (7, -2.0))
+    assert fold_biases(pairs) == ((5, 1.5), (7, -4.0), (9, float("-inf")))
+    assert fold_biases(()) == ()
+    many = tuple((i % 100, 0.25) for i in range(1_000_000))  # a list of any length
+    assert fold_biases(many) == tuple((i, 2500.0) for i in range(100))
+
+
+def test_a_sampler_takes_a_bias_for_every_token_of_the_vocabulary():
+    """Every token but one banned, by a list as long as the vocabulary: the chain (sampling)
+    and the argmax (greedy) both leave only that one."""
+    n_vocab, kept = 49152, 123
+    bans = tuple((t, float("-inf")) for t in range(n_vocab) if t != kept)
+    logits = np.random.default_rng(0).normal(size=n_vocab).astype(np.float32)
+    for temperature in (0.7, 0.0):
+        sampler = Sampler(SamplingParams(temperature=temperature, logit_bias=bans), n_vocab, 256)
+        try:
+            assert sampler.argmax == (temperature == 0.0)
+            assert sampler.sample_logits(logits) == kept
+        finally:
+            sampler.close()

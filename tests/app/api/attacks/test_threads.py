@@ -121,8 +121,10 @@ def test_slow_remote_images_hold_no_thread_key_lookups_need(
 
 def test_pdf_uploads_wait_in_a_bounded_pool_and_key_lookups_go_on(tmp_path: Path):
     env = {"KVCHAT_PARSE_THREADS": "1", "KVCHAT_POOL_QUEUE": "1"}
-    srv, auth = keyed_server(tmp_path, "--max-concurrent-per-key", "0", env=env)
-    pdf = make_pdf([f"page {i}" for i in range(6000)])  # PDFium reads it for a while
+    # Pages past --doc-max-pages' default: a PDF long enough that PDFium reads it for a while.
+    args = ("--max-concurrent-per-key", "0", "--doc-max-pages", "10000")
+    srv, auth = keyed_server(tmp_path, *args, env=env)
+    pdf = make_pdf([f"page {i}" for i in range(6000)])
 
     with srv, ThreadPoolExecutor(16) as clients:
         r = httpx.post(srv.base_url + "/v1/collections", json={"name": "pdfs"}, headers=auth)

@@ -11,6 +11,8 @@ import pytest
 from app.docs.intake.doc_intake import Upload, take_in
 from app.docs.intake.uploads_in_flight import UploadsInFlight
 from app.engine.request import RequestError
+from app.thread_pools import WorkerPool
+from rag.parse_limits import ParseLimits
 
 
 def test_counts_nested_uploads_and_ends_at_none() -> None:
@@ -33,9 +35,11 @@ def _docs(seen: list[bool], fail: bool = False) -> SimpleNamespace:
     return SimpleNamespace(
         uploads=uploads,
         max_bytes=1 << 20,
+        parse_limits=ParseLimits(),
         library=SimpleNamespace(check_backend=lambda _c: None),
         store=SimpleNamespace(add_document=add_document),
         ingestor=SimpleNamespace(submit=lambda _d: None),
+        parse=WorkerPool("parse", 1, 0, "parsing documents"),  # the real pool, one thread
     )
 
 
