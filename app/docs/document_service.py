@@ -1,7 +1,11 @@
 """`Documents`: everything the document routes need, built once at start-up.
 
 Chunk token ids are stored per chat-model fingerprint; chunks ingested under another model get
-theirs computed on first use (`token_ids`).
+theirs computed on first use (`token_ids`): a question to a collection on a server of another
+model (named by the request) tokenizes its chunks for that model. With --docs-own-model
+(`own_model`: servers of several models on one database) only this model's collections are
+ingested and prefilled here, and a collection that has no model yet becomes this model's when a
+document is uploaded to it here (so that some server ingests it).
 """
 
 from __future__ import annotations
@@ -41,6 +45,9 @@ class Documents:
     prefill: DocPrefill | None = None  # ready documents into the prefix cache
     deletions: DeletionWatch | None = None  # documents deleted on any replica leave our caches
     uploads: UploadsInFlight = field(default_factory=UploadsInFlight)  # being taken in now
+    # --docs-own-model: this model's name (only its collections are ingested and prefilled
+    # here); None: every collection's.
+    own_model: str | None = None
 
     @classmethod
     def build(
@@ -64,6 +71,7 @@ class Documents:
             settings.doc_ann_min,
         )
         key = engine.model_fingerprint
+        own_model = settings.model_name() if settings.docs_own_model else None
         prompts = DocPrompter(prompter, engine.tokenizer)
         prefill = DocPrefill(
             engine,
@@ -72,7 +80,7 @@ class Documents:
             key,
             salt_of,
             settings.doc_prefill_tokens,
-            chunk_store.ready,
+            lambda: chunk_store.ready(own_model),
             blends=lambda collection: collection_blends(collection, settings.kv_reuse),
         )
         tokenize = token_counter(engine.tokenizer)
@@ -88,6 +96,7 @@ class Documents:
             lease_s=settings.ingest_lease,
             # One embedding thread while the engine computes or a client's upload is taken in.
             engine_busy=lambda: engine.computing or bool(uploads),
+            own_model=own_model,
         )
         max_bytes = settings.doc_max_bytes
 
@@ -99,7 +108,7 @@ class Documents:
         log = DeletionLog(store)
         deletions = DeletionWatch(log, forget, settings.replica(), settings.deletion_log_window)
         parts = (docs, chunk_store, library, ingestor, prompts, key, max_bytes, parse)
-        return cls(*parts, prefill, deletions, uploads)
+        return cls(*parts, prefill, deletions, uploads, own_model)
 
     def start(self) -> None:
         # Index files are checked against the database at start-up, before any search; a
