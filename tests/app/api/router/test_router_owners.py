@@ -13,8 +13,10 @@ from pathlib import Path
 
 import httpx
 import pytest
+from sqlalchemy import update
 
 from app.cache.state_file import cached_fingerprint
+from app.db.documents.document_models import Collection
 from app.db.documents.document_store import DocumentStore
 from app.db.store import Store
 from bench.lib.server_process import ServerProcess
@@ -139,3 +141,26 @@ def test_a_collection_s_documents_are_ingested_by_its_model_s_server(
     )
     assert r.status_code == 200 and r.json()["model"] == "twin", r.text
     assert call(router, "GET", f"/v1/collections/{col}").json()["model"] == "twin"
+
+
+def test_a_collection_from_before_models_becomes_the_model_s_its_upload_reaches(
+    router: ServerProcess, store: Store
+) -> None:
+    """No model's server claims the documents of a collection without a model (which model's
+    tokens?): the first upload makes it the model's whose server takes the upload in."""
+    col = call(router, "POST", "/v1/collections", {"name": "older", "model": "twin"}).json()["id"]
+    with store.transaction(write=True) as s:
+        s.execute(update(Collection).where(Collection.id == col).values(model=None))
+    assert call(router, "GET", f"/v1/collections/{col}").json()["model"] is None
+    last_used(router, "smollm2")  # the router's default takes the upload
+    upload = {"filename": "etna.txt", "text": VOLCANO}
+    r = call(router, "POST", f"/v1/collections/{col}/documents", upload)
+    assert r.status_code == 202, r.text
+    doc = r.json()["id"]
+
+    def ingested() -> dict | None:
+        got = call(router, "GET", f"/v1/documents/{doc}").json()
+        return got if got["status"] in ("ready", "error") else None
+
+    assert eventually(ingested, "the document ingested")["status"] == "ready"
+    assert call(router, "GET", f"/v1/collections/{col}").json()["model"] == "smollm2"
