@@ -398,6 +398,13 @@ class Settings(DerivedSettings, BaseSettings):
     )
     """seconds a replica may go unseen and still hold back the pruning of the deletion log
     (rows every other replica has applied are pruned; it then rereads what is left)"""
+    # Servers of several models on one database (app/db/replicas/ingest_claims.py): a document
+    # is chunked in its collection's model's tokens. Off, a server of one model keeps doing what
+    # it did before collections had a model (one restarted with another model included).
+    docs_own_model: bool = setting(False, "--docs-own-model", group=DOCUMENTS)
+    """ingest and prefill only the documents of collections made for this server's model (its
+    name: --alias, else the file's stem), for servers of several models on one database (router
+    mode gives it to each model's server); off: every collection's"""
     blend_sink_tokens: int = setting(
         -1, "--blend-sink-tokens", group=DOCUMENTS, engine=True, ge=-1, le=1024
     )

@@ -4,8 +4,9 @@ checks as a model's server.
 
 Every model's server gets the router's flags but its own (the models, the address, the data
 directory), the model's flags, the router's database (sessions, media, documents and keys are
-shared: a conversation is served by whichever model it names) and a data directory of its own
-under the router's (`models/<name>`).
+shared: a conversation is served by whichever model it names, else by the one it remembers), a
+data directory of its own under the router's (`models/<name>`), and --docs-own-model (it ingests
+the documents of its own model's collections only).
 """
 
 from __future__ import annotations
@@ -27,10 +28,12 @@ from app.api.router.router_services import RouterServices
 from app.api.web_ui.frontend import install_frontend
 from app.config import Settings
 from app.db.key_store import KeyStore
+from app.db.remembered_models import RememberedModels
 from app.db.store import Store
 from app.router.child_server import ChildServer
 from app.router.model_catalog import ModelSpec, catalog
 from app.router.model_router import ModelRouter
+from app.router.owner_routing import OwnerRouting
 from app.setting import settings_info
 
 log = logging.getLogger(__name__)
@@ -38,7 +41,7 @@ log = logging.getLogger(__name__)
 # The router's own flags, and what each model's server gets from the router instead.
 NOT_FOR_CHILDREN = {"models_dir", "models_preset", "models_max", "models_autoload", "host"}
 NOT_FOR_CHILDREN |= {"port", "data_dir", "database_url", "model", "mmproj", "model_alias", "ui"}
-NOT_FOR_CHILDREN |= {"replica_name"}
+NOT_FOR_CHILDREN |= {"replica_name", "docs_own_model"}
 
 
 def child_argv(argv: list[str], settings: Settings, spec: ModelSpec) -> list[str]:
@@ -50,6 +53,7 @@ def child_argv(argv: list[str], settings: Settings, spec: ModelSpec) -> list[str
         *spec.args(),
         *("--alias", spec.name, "--no-ui", "--data-dir", str(data)),
         *("--database-url", settings.database(), "--replica-name", spec.name),
+        "--docs-own-model",  # other models' servers share the database: their documents
     ]
 
 
@@ -98,6 +102,7 @@ def create_router_app(settings: Settings, argv: list[str]) -> FastAPI:
             KeyStore(store),
             client,
             lambda: catalog(settings.models_dir, settings.models_preset),
+            OwnerRouting(RememberedModels(store), router),
         )
         names = ", ".join(specs) or "none"
         log.info(

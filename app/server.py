@@ -132,7 +132,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             store,
             chats,
             stored,
-            ResponseSessions(store, stored),
+            ResponseSessions(store, stored, settings.model_name()),
             media=media,
             documents=docs,
             questions=questions,

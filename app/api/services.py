@@ -21,6 +21,7 @@ from app.db.store import Store
 from app.docs.document_service import Documents
 from app.docs.questions.doc_questions import DocQuestions
 from app.engine.engine import Engine
+from app.engine.request import RequestError
 from app.media.media_store import MediaStore
 from app.outbound.outbound_http import Outbound
 from app.thread_pools import ThreadPools
@@ -46,6 +47,18 @@ class Services:
     outbound: Outbound  # requests to other hosts: /cors-proxy, remote images (app/outbound/)
     # Responses whose end hooks have not run yet (app/api/end_hooks.py); shutdown waits for them.
     inflight: set[object] = field(default_factory=set)
+
+    def remembered_model(self, asked: str | None) -> str:
+        """The model name a new session or collection remembers: this server's own. `asked`
+        (the request's `model`) must be one of its names (a router sends a request that names
+        a model to that model's server); 400 otherwise."""
+        if asked is not None and asked not in (self.model_name, *self.settings.model_aliases()):
+            raise RequestError(
+                f"model {asked!r} is not served here; this server serves {self.model_name!r}",
+                param="model",
+                code="model_not_found",
+            )
+        return self.model_name
 
     async def drained(self, timeout: float) -> bool:
         """Wait until every response has recorded its end; False if time ran out."""

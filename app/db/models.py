@@ -94,6 +94,9 @@ class Conversation(Base):
     title: Mapped[str | None] = mapped_column(Text)
     system_prompt: Mapped[str | None] = mapped_column(Text)
     sampling: Mapped[dict[str, Any]] = mapped_column(Json, default=dict)
+    # The name of the model whose server made it, or the one it was moved to (PATCH): router
+    # mode sends its requests that name no model there. None: made before sessions had one.
+    model: Mapped[str | None] = mapped_column(Text)
     created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
     # Indexed: list_sessions orders by it (newest activity first).
     updated_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow, index=True)

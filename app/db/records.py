@@ -40,6 +40,7 @@ class SessionRecord:
     created_at: datetime
     updated_at: datetime
     n_messages: int
+    model: str | None = None  # the name of the model whose server made it; None: not known
     # Filled only by Store.get_session(with_messages=True), ordered by seq.
     messages: list[MessageRecord] = field(default_factory=list)
 
@@ -93,6 +94,7 @@ def session_record(
         created_at=c.created_at,
         updated_at=c.updated_at,
         n_messages=n_messages,
+        model=c.model,
         messages=messages if messages is not None else [],
     )
 

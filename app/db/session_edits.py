@@ -33,11 +33,14 @@ class SessionEdits:
         title: str | None = UNCHANGED,
         system_prompt: str | None = UNCHANGED,
         sampling: dict[str, Any] = UNCHANGED,
+        model: str | None = UNCHANGED,
     ) -> SessionRecord | None:
         """Change the given fields; None if the session does not exist. Messages stay as they
         are: a new system prompt applies from the next turn (whose prompt then differs from the
-        cached one from its start, so that turn is evaluated afresh)."""
-        for name, value in (("title", title), ("system_prompt", system_prompt)):
+        cached one from its start, so that turn is evaluated afresh); so does a new model (the
+        conversation's KV is per model: its next turn there is evaluated afresh)."""
+        texts = (("title", title), ("system_prompt", system_prompt), ("model", model))
+        for name, value in texts:
             if value is not UNCHANGED and value is not None and "\x00" in value:
                 raise ValueError(f"{name} must be a string without NUL characters")
         if sampling is not UNCHANGED and not isinstance(sampling, dict):
@@ -52,15 +55,17 @@ class SessionEdits:
                 conv.system_prompt = system_prompt
             if sampling is not UNCHANGED:
                 conv.sampling = dict(sampling)
+            if model is not UNCHANGED:
+                conv.model = model
             conv.updated_at = utcnow()
             return session_record(conv, _count(s, session_id))
 
     def fork_session(
         self, session_id: str, before_seq: int, title: str | None = None
     ) -> SessionRecord | None:
-        """A new session with the same settings and copies of the messages before `before_seq`
-        (their reply token ids included, so the branch's prompts extend the same cached
-        prefix); None if the source does not exist. The source is left unchanged."""
+        """A new session with the same settings (its model too) and copies of the messages
+        before `before_seq` (their reply token ids included, so the branch's prompts extend the
+        same cached prefix); None if the source does not exist. The source is left unchanged."""
         with self._tx(write=True) as s:
             src = s.get(Conversation, session_id)
             if src is None:
@@ -72,6 +77,7 @@ class SessionEdits:
                 title=title if title is not None else src.title,
                 system_prompt=src.system_prompt,
                 sampling=dict(src.sampling or {}),
+                model=src.model,  # a branch goes on where its source was
                 created_at=now,
                 updated_at=now,
             )

@@ -90,11 +90,14 @@ class Store(SessionEdits, MediaRows):
         title: str | None = None,
         messages: list[tuple[str, str | list[dict[str, Any]]]] | None = None,
         tenant_id: str = "",
+        model: str | None = None,
     ) -> SessionRecord:
         """`messages`: (role, content) pairs of an imported conversation, stored as complete
-        turns (without reply token ids: their next prompt is tokenized from the text).
-        MediaNotVisible, and nothing stored, if one names media the tenant cannot see."""
+        turns (without reply token ids: their next prompt is tokenized from the text);
+        `model`: the name of the model whose server makes it. MediaNotVisible, and nothing
+        stored, if one names media the tenant cannot see."""
         check_text("system_prompt", system_prompt)
+        check_text("model", model)
         for role, content in messages or []:
             _check_choice("role", role, ROLES)
             _check_content(content)
@@ -108,6 +111,7 @@ class Store(SessionEdits, MediaRows):
             title=title,
             system_prompt=system_prompt,
             sampling=dict(sampling or {}),
+            model=model,
             created_at=now,
             updated_at=now,
         )

@@ -1,7 +1,11 @@
 """`Documents`: everything the document routes need, built once at start-up.
 
 Chunk token ids are stored per chat-model fingerprint; chunks ingested under another model get
-theirs computed on first use (`token_ids`).
+theirs computed on first use (`token_ids`): a question to a collection on a server of another
+model (named by the request) tokenizes its chunks for that model. With --docs-own-model
+(`own_model`: servers of several models on one database) only this model's collections are
+ingested and prefilled here, and a collection that has no model yet becomes this model's when a
+document is uploaded to it here (so that some server ingests it).
 """
 
 from __future__ import annotations
@@ -44,6 +48,9 @@ class Documents:
     uploads: UploadsInFlight = field(default_factory=UploadsInFlight)  # being taken in now
     # What reading an upload's text may cost: PDF pages, DOCX unpacked bytes, time.
     parse_limits: ParseLimits = field(default_factory=ParseLimits)
+    # --docs-own-model: this model's name (only its collections are ingested and prefilled
+    # here); None: every collection's.
+    own_model: str | None = None
 
     @classmethod
     def build(
@@ -67,6 +74,7 @@ class Documents:
             settings.doc_ann_min,
         )
         key = engine.model_fingerprint
+        own_model = settings.model_name() if settings.docs_own_model else None
         prompts = DocPrompter(prompter, engine.tokenizer)
         prefill = DocPrefill(
             engine,
@@ -75,7 +83,7 @@ class Documents:
             key,
             salt_of,
             settings.doc_prefill_tokens,
-            chunk_store.ready,
+            lambda: chunk_store.ready(own_model),
             blends=lambda collection: collection_blends(collection, settings.kv_reuse),
         )
         tokenize = token_counter(engine.tokenizer)
@@ -91,6 +99,7 @@ class Documents:
             lease_s=settings.ingest_lease,
             # One embedding thread while the engine computes or a client's upload is taken in.
             engine_busy=lambda: engine.computing or bool(uploads),
+            own_model=own_model,
         )
         max_bytes = settings.doc_max_bytes
 
@@ -105,7 +114,7 @@ class Documents:
         limits = ParseLimits(
             settings.doc_max_pages, settings.doc_max_unpacked_bytes, settings.doc_parse_timeout
         )
-        return cls(*parts, prefill, deletions, uploads, limits)
+        return cls(*parts, prefill, deletions, uploads, limits, own_model)
 
     def start(self) -> None:
         # Index files are checked against the database at start-up, before any search; a

@@ -45,15 +45,18 @@ PER_MODEL_READS = ("/slots", "/metrics")
 
 def needs_model(method: str, path: str) -> bool:
     """A request that runs a model (token counting too) or reads one model's state: it must
-    name its model. Others (sessions, media, collections) are any model server's to answer."""
+    name its model (a session's turn and a collection's question may have theirs remembered:
+    app/router/owner_routing.py). Others (media, reading sessions and collections) are any model
+    server's to answer."""
     path = path.rstrip("/")
     if method != "POST":
         return path.startswith(PER_MODEL_READS)
     if path.startswith("/slots"):
         return True
-    session_turn = path.startswith("/v1/sessions/") and path.endswith("/messages")
+    session_turn = path.startswith("/v1/sessions/") and path.endswith(("/messages", "/regenerate"))
+    question = path.startswith("/v1/collections/") and path.endswith("/ask")
     counts = path.endswith(("/input_tokens", "/count_tokens"))
-    return path in MODEL_ROUTES or session_turn or counts
+    return path in MODEL_ROUTES or session_turn or question or counts
 
 
 CONVERSATION_HEADER = "x-conversation-id"

@@ -21,7 +21,10 @@ router = APIRouter(prefix="/v1")
 
 
 @router.post("/collections", status_code=201)
-async def create_collection(body: CreateCollectionRequest, tenant: TenantDep, docs: DocsDep):
+async def create_collection(
+    body: CreateCollectionRequest, tenant: TenantDep, docs: DocsDep, services: ServicesDep
+):
+    model = services.remembered_model(body.model)
     c = await asyncio.to_thread(
         docs.store.create_collection,
         tenant,
@@ -30,6 +33,7 @@ async def create_collection(body: CreateCollectionRequest, tenant: TenantDep, do
         body.overlap_tokens,
         body.system_prompt,
         body.kv_reuse,
+        model,
     )
     return JSONResponse(collection_json(c), status_code=201)
 

@@ -25,6 +25,10 @@ class CreateCollectionRequest(BaseModel):
     # How its questions and chats reuse chunk KV when they do not say; None: the server's
     # --kv-reuse (docs/blend.md).
     kv_reuse: Literal["prefix", "blend"] | None = None
+    # The collection's model: this server's (router mode: the model whose server it goes to;
+    # its documents are ingested in that model's tokens, and its requests go there when they
+    # name none). Unset: this server's.
+    model: NulFreeText | None = Field(default=None, min_length=1, max_length=255)
 
     @model_validator(mode="after")
     def _overlap_below_size(self) -> CreateCollectionRequest:
@@ -80,6 +84,7 @@ def collection_json(c: CollectionRecord) -> dict[str, Any]:
         "n_documents": c.n_documents,
         "embedding_backend": c.embedding_backend,
         "kv_reuse": c.kv_reuse,
+        "model": c.model,
         "created_at": int(c.created_at.timestamp()),
     }
 

@@ -90,6 +90,7 @@ def _session_json(s: SessionRecord, with_messages: bool) -> dict[str, Any]:
         "title": s.title,
         "system_prompt": s.system_prompt,
         "sampling": s.sampling,
+        "model": s.model,
         "n_messages": s.n_messages,
         "created_at": s.created_at.isoformat(),
         "updated_at": s.updated_at.isoformat(),
@@ -115,6 +116,7 @@ SESSION_LINKS = openapi_links(
 @router.post("", status_code=201, responses={201: {"links": SESSION_LINKS}})
 async def create_session(body: CreateSessionRequest, tenant: TenantDep, services: ServicesDep):
     imported = [(m.role, m.model_dump()["content"]) for m in body.messages]
+    model = services.remembered_model(body.model)
     try:
         s = await asyncio.to_thread(
             services.store.create_session,
@@ -123,6 +125,7 @@ async def create_session(body: CreateSessionRequest, tenant: TenantDep, services
             body.title,
             imported,
             tenant,
+            model,
         )
     except MediaNotVisible as e:  # another tenant's reads as unknown, as everywhere
         raise RequestError(
@@ -173,6 +176,8 @@ async def update_session(session: SessionDep, body: UpdateSessionRequest, servic
     }
     if changes["sampling"] is None:  # null sampling: no defaults
         changes["sampling"] = {}
+    if changes["model"] not in (None, UNCHANGED):  # moved to this server's model
+        changes["model"] = services.remembered_model(changes["model"])
     s = await asyncio.to_thread(services.store.update_session, session_id, **changes)
     if s is None:
         raise session_not_found(session_id)

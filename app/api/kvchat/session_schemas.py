@@ -7,7 +7,7 @@ when stored, not on every turn.
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, Field, model_validator
 
@@ -53,7 +53,14 @@ class ImportedMessage(BaseModel):
     content: NulFreeText | list[ContentPart]
 
 
+# A model's name: in router mode, one of its models (app/router/model_catalog.py).
+ModelName = Annotated[NulFreeText, Field(min_length=1, max_length=255)]
+
+
 class CreateSessionRequest(BaseModel):
+    # The session's model: this server's (router mode: the model whose server it goes to, and
+    # where its turns go when they name none). Unset: this server's.
+    model: ModelName | None = None
     system_prompt: NulFreeText | None = None
     title: NulFreeText | None = Field(default=None, max_length=200)
     sampling: dict[str, Any] = Field(default_factory=dict)
@@ -68,8 +75,10 @@ class CreateSessionRequest(BaseModel):
 
 class UpdateSessionRequest(BaseModel):
     """PATCH: the fields sent are changed (null clears title or system prompt), the rest kept.
-    `sampling` replaces the stored defaults as a whole."""
+    `sampling` replaces the stored defaults as a whole; `model` moves the conversation to that
+    model (router mode: the PATCH goes to its server), null: to none (a router's default)."""
 
+    model: ModelName | None = None
     system_prompt: NulFreeText | None = None
     title: NulFreeText | None = Field(default=None, max_length=200)
     sampling: dict[str, Any] | None = None

@@ -1,7 +1,8 @@
 """The router's routes: `/models` (llama-server's shape: every model with its status),
 `/models/load` and `/models/unload`, its `/props` (`role: router`) and `/health`; every other
-request goes to the server of the model it names (app/router/router_proxy.py), loaded first if
-it is not (unless `--no-models-autoload`, or `?autoload=false`)."""
+request goes to the server of the model it names (app/router/router_proxy.py), else, under a
+session, a collection or a document, of the model that remembers (app/router/owner_routing.py),
+loaded first if it is not (unless `--no-models-autoload`, or `?autoload=false`)."""
 
 from __future__ import annotations
 
@@ -12,10 +13,12 @@ from fastapi import APIRouter, Body, Request
 from fastapi.responses import JSONResponse, Response
 
 from app.api.errors import error_response
+from app.api.middleware.auth import tenant_of
 from app.api.openai.openai_shapes import SYSTEM_FINGERPRINT
 from app.api.router.router_services import RouterServices, RouterServicesDep
 from app.api.web_ui.frontend import frontend_page
 from app.router.model_router import ModelEntry, RouterError
+from app.router.owner_routing import owner_of
 from app.router.request_model import CONVERSATION_HEADER, STREAM_PATHS, named_model, needs_model
 from app.router.router_proxy import forward
 
@@ -129,9 +132,13 @@ async def proxy(request: Request, services: RouterServicesDep) -> Response:
     name = named_model(body, request.query_params.get("model"))
     autoload = request.query_params.get("autoload")
     models = services.router
+    runs_model = needs_model(request.method, request.url.path)
+    owner = owner_of(request.url.path)
     try:
-        if name is None:
-            name = models.default_model(required=needs_model(request.method, request.url.path))
+        if name is None and owner is not None:  # a session or collection: its model's
+            name = await services.owners.model_for(owner, tenant_of(request), runs_model)
+        if name is None:  # what is under a session or collection goes where it is, if it is
+            name = models.default_model(required=runs_model and owner is None)
         entry = await models.acquire(name, None if autoload is None else autoload in ("1", "true"))
     except RouterError as e:
         return refused(e)

@@ -13,6 +13,7 @@ from app.config import Settings
 from app.db.key_store import KeyStore
 from app.router.model_catalog import ModelSpec
 from app.router.model_router import ModelRouter
+from app.router.owner_routing import OwnerRouting
 from app.router.request_model import ConversationModels
 
 
@@ -23,6 +24,7 @@ class RouterServices:
     keys: KeyStore  # the keys the models' servers check too (app/api/middleware/auth.py)
     client: httpx.AsyncClient  # to the models' servers
     read_catalog: Callable[[], dict[str, ModelSpec]]  # --models-dir and --models-preset, now
+    owners: OwnerRouting  # the model a session or collection remembers
     # Which model each resumable stream was sent to (X-Conversation-Id).
     conversations: ConversationModels = field(default_factory=ConversationModels)
 

@@ -54,9 +54,12 @@ def not_found(rid: str, param: str | None = None) -> RequestError:
 
 
 class ResponseSessions:
-    def __init__(self, store: Store, turns: StoredTurns) -> None:
+    def __init__(self, store: Store, turns: StoredTurns, model: str | None = None) -> None:
+        """`model`: the name of this server's model, which the conversations it begins
+        remember."""
         self.store = store
         self.turns = turns
+        self.model = model
 
     async def find(
         self, tenant: str, rid: str, param: str | None = None
@@ -114,7 +117,7 @@ class ResponseSessions:
         store, system, previous = self.store, ask.system, ask.previous
         if previous is None:
             created = await asyncio.to_thread(
-                store.create_session, system, None, None, None, tenant
+                store.create_session, system, None, None, None, tenant, self.model
             )
             if notes is not None:
                 await notes.note(created_session=created.id)

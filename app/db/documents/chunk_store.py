@@ -47,14 +47,17 @@ class ChunkStore:
         with self._tx() as s:
             return list(s.scalars(query))
 
-    def ready(self) -> list[tuple[CollectionRecord, str]]:
-        """Every ready document with its collection, oldest first (a restart prefills them)."""
+    def ready(self, model: str | None = None) -> list[tuple[CollectionRecord, str]]:
+        """Every ready document with its collection, oldest first (a restart prefills them);
+        `model`: only of collections of that model."""
         query = (
             select(Collection, Document.id)
             .join(Document, Document.collection_id == Collection.id)
             .where(Document.status == "ready")
             .order_by(Document.created_at)
         )
+        if model is not None:
+            query = query.where(Collection.model == model)
         with self._tx() as s:
             return [(collection_record(c), d) for c, d in s.execute(query).all()]
 

@@ -50,6 +50,11 @@ class Collection(Base):
     # prefix | blend: how requests that do not say reuse chunk KV (docs/blend.md); None:
     # --kv-reuse.
     kv_reuse: Mapped[str | None] = mapped_column(String(16), nullable=True)
+    # The name of the model whose server made it: its documents are ingested (chunked in that
+    # model's tokens) by that model's servers only where servers of several models share the
+    # database (--docs-own-model), and router mode sends its requests there. None: made before
+    # collections had one.
+    model: Mapped[str | None] = mapped_column(Text, nullable=True)
 
 
 class Document(Base):

@@ -23,6 +23,7 @@ class CollectionRecord:
     n_documents: int = 0
     embedding_backend: str | None = None  # what made its vectors; None while it has none
     kv_reuse: str | None = None  # prefix | blend for requests that do not say; None: --kv-reuse
+    model: str | None = None  # the name of the model whose server made it; None: not known
 
 
 @dataclass(slots=True)
@@ -79,6 +80,7 @@ def collection_record(c: Collection, n_documents: int = 0) -> CollectionRecord:
         n_documents,
         c.embedding_backend,
         c.kv_reuse,
+        c.model,
     )
 
 

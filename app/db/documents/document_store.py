@@ -11,7 +11,7 @@ from __future__ import annotations
 import uuid
 from typing import Any
 
-from sqlalchemy import func, select
+from sqlalchemy import func, select, update
 from sqlalchemy.exc import IntegrityError
 
 from app.db.documents.collection_version import bump_version
@@ -47,7 +47,10 @@ class DocumentStore:
         overlap_tokens: int,
         system_prompt: str | None,
         kv_reuse: str | None = None,
+        model: str | None = None,
     ) -> CollectionRecord:
+        """`model`: the name of the model whose server makes it (its documents are chunked in
+        that model's tokens)."""
         c = Collection(
             id=new_id("col-"),
             tenant_id=tenant_id,
@@ -56,6 +59,7 @@ class DocumentStore:
             overlap_tokens=overlap_tokens,
             system_prompt=system_prompt,
             kv_reuse=kv_reuse,
+            model=model,
             created_at=utcnow(),
         )
         with self._tx(write=True) as s:
@@ -111,15 +115,25 @@ class DocumentStore:
         text: str,
         page_starts: list[int],
         metadata: dict[str, Any],
+        adopt_model: str | None = None,
     ) -> tuple[DocumentRecord, bool] | None:
         """(the document, duplicate?): the same sha256 in the collection returns the stored
-        one. None if the collection does not exist for this tenant."""
+        one. None if the collection does not exist for this tenant. `adopt_model`: a collection
+        that has no model yet (made before collections had one) becomes this model's, in the
+        same transaction, so that a server of that model ingests the document."""
         for _ in range(2):  # PostgreSQL: a concurrent insert of the same content wins; retry
             try:
                 with self._tx(write=True) as s:
                     c = s.get(Collection, collection_id)
                     if c is None or c.tenant_id != tenant_id:
                         return None
+                    if c.model is None and adopt_model is not None:
+                        # Only while it has none: another server's adoption meanwhile stands.
+                        s.execute(
+                            update(Collection)
+                            .where(Collection.id == c.id, Collection.model.is_(None))
+                            .values(model=adopt_model)
+                        )
                     found = s.scalar(
                         select(Document).where(
                             Document.collection_id == collection_id, Document.sha256 == sha256

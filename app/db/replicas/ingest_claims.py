@@ -10,6 +10,11 @@ take the same row and never wait for each other. On SQLite every write transacti
 A worker's id names its replica (app/docs/background/ingest_lease.py): a replica restarted on the
 same data directory takes back its own documents at once instead of waiting for their leases to run
 out, as a single server did before leases.
+
+Where servers of several models share the database (router mode: --docs-own-model), a worker
+claims only the documents of its own model's collections (`model`): chunking, chunk token ids and
+the prefill that follows are in that model's tokens, and another model's server must not do
+them. Without `model` every document is claimed, as on servers of one model.
 """
 
 from __future__ import annotations
@@ -18,7 +23,7 @@ from datetime import timedelta
 
 from sqlalchemy import or_, select, update
 
-from app.db.documents.document_models import Document
+from app.db.documents.document_models import Collection, Document
 from app.db.models import utcnow
 from app.db.store import Store
 
@@ -29,16 +34,19 @@ class IngestClaims:
     def __init__(self, store: Store) -> None:
         self._tx = store.transaction
 
-    def claim_next(self, worker: str, lease_s: float) -> str | None:
+    def claim_next(self, worker: str, lease_s: float, model: str | None = None) -> str | None:
         """Claim the oldest unfinished document that is free (never claimed, lease expired, or
-        already this worker's) for lease_s seconds; its id, or None if there is none."""
-        return self._claim(worker, lease_s, None)
+        already this worker's) for lease_s seconds; its id, or None if there is none. `model`:
+        only of collections of that model."""
+        return self._claim(worker, lease_s, None, model)
 
     def claim(self, document_id: str, worker: str, lease_s: float) -> bool:
         """Claim this document if it is unfinished and free (as `claim_next`)."""
-        return self._claim(worker, lease_s, document_id) is not None
+        return self._claim(worker, lease_s, document_id, None) is not None
 
-    def _claim(self, worker: str, lease_s: float, document_id: str | None) -> str | None:
+    def _claim(
+        self, worker: str, lease_s: float, document_id: str | None, model: str | None
+    ) -> str | None:
         now = utcnow()
         free = or_(
             Document.lease_until.is_(None),
@@ -54,6 +62,10 @@ class IngestClaims:
         )
         if document_id is not None:
             query = query.where(Document.id == document_id)
+        if model is not None:
+            # A subquery, not a join: FOR UPDATE then locks the document's row alone.
+            own = select(Collection.id).where(Collection.model == model)
+            query = query.where(Document.collection_id.in_(own))
         with self._tx(write=True) as s:
             d = s.scalar(query)
             if d is None:

@@ -10,7 +10,8 @@ it in the database with a lease it renews while it works (app/db/replicas/ingest
 app/docs/background/ingest_lease.py). An upload wakes its own replica's worker; the workers also
 look for work every POLL_S, which finds documents uploaded to a busy replica and documents whose
 worker died (its lease ran out: nothing of them was stored yet, they start again from their text). A
-restarted replica takes back its own documents at once.
+restarted replica takes back its own documents at once. Where servers of several models share
+the database, a worker claims only its own model's collections' documents (`own_model`).
 
 Embedding is background work on cores the engine needs: before each batch the worker waits
 until no client request is being received, queued or run (`wait_for_quiet`), and its batches are
@@ -153,12 +154,14 @@ class Ingestor:
         worker: str = "ingest",
         lease_s: float = 30.0,
         engine_busy: EngineBusy = lambda: False,
+        own_model: str | None = None,
     ) -> None:
         """`worker`: this replica's id in claims (app/docs/background/ingest_lease.py `worker_id`);
-        `lease_s`: how long a claim lasts unless renewed (--ingest-lease)."""
+        `lease_s`: how long a claim lasts unless renewed (--ingest-lease); `own_model`: claim
+        only documents of collections of the model of this name (--docs-own-model), None: all."""
         self.store, self.library, self.tokenize, self.model = store, library, tokenize, model
         self.wait_for_quiet, self.engine_busy = wait_for_quiet, engine_busy
-        self.worker, self.lease_s = worker, lease_s
+        self.worker, self.lease_s, self.own_model = worker, lease_s, own_model
         self.pacer = embed_pacer()  # keeps its measured rate from one document to the next
         self._wake = threading.Event()
         self._stopping = False
@@ -192,7 +195,8 @@ class Ingestor:
         while True:
             self._wake.clear()
             try:
-                document_id = self.store.claims.claim_next(self.worker, self.lease_s)
+                claims = self.store.claims
+                document_id = claims.claim_next(self.worker, self.lease_s, self.own_model)
             except Exception:  # the database is away: try again later
                 log.exception("could not claim a document to ingest")
                 document_id = None

@@ -73,6 +73,7 @@ def _store(
         text=loaded.text,
         page_starts=loaded.page_starts,
         metadata=upload.metadata,
+        adopt_model=docs.own_model,  # a collection from before collections had a model
     )
     if found is None:  # deleted meanwhile
         raise not_found("collection", collection_id, "collection_id")

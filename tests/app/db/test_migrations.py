@@ -12,6 +12,7 @@ from sqlalchemy import inspect
 
 import app.db.documents.document_models  # noqa: F401 (its tables join Base.metadata)
 import app.db.replicas.replica_models  # noqa: F401 (its tables join Base.metadata)
+from app.db.documents.document_store import DocumentStore
 from app.db.migrate import alembic_config, current, head, upgrade
 from app.db.models import Base
 from app.db.sql_engine import make_engine
@@ -52,7 +53,7 @@ def test_upgrade_creates_the_tables_and_a_second_upgrade_is_a_no_op(database_url
     assert current(database_url) is None
     upgrade(database_url)
     assert tables(database_url) == TABLES | {"alembic_version"}
-    assert current(database_url) == head() == "0011"
+    assert current(database_url) == head() == "0012"
 
     store = Store(database_url)
     sid = store.create_session().id
@@ -62,6 +63,40 @@ def test_upgrade_creates_the_tables_and_a_second_upgrade_is_a_no_op(database_url
     assert current(database_url) == head()
     assert [m.content for m in store.get_session(sid).messages] == ["kept"]
     store.close()
+
+
+def test_sessions_and_collections_from_before_0012_have_no_model(database_url: str):
+    """Rows from before sessions and collections remembered their model keep NULL: served as
+    before (a router's default); new ones get the model the server names."""
+    command.upgrade(alembic_config(database_url), "0011")
+    engine = make_engine(database_url)
+    try:
+        with engine.begin() as conn:
+            conn.exec_driver_sql(
+                "INSERT INTO conversations (id, tenant_id, sampling, created_at, updated_at) "
+                "VALUES ('s1', '', '{}', '2026-01-01', '2026-01-01')"
+            )
+            conn.exec_driver_sql(
+                "INSERT INTO collections (id, tenant_id, name, chunk_tokens, overlap_tokens, "
+                "created_at, version) VALUES ('col-1', '', 'c', 64, 8, '2026-01-01', 0)"
+            )
+    finally:
+        engine.dispose()
+    upgrade(database_url)
+    store = Store(database_url)
+    try:
+        assert store.get_session("s1").model is None
+        assert store.create_session(model="twin").model == "twin"
+        assert DocumentStore(store).get_collection("", "col-1").model is None
+    finally:
+        store.close()
+    command.downgrade(alembic_config(database_url), "0011")  # and back, the rows kept
+    engine = make_engine(database_url)
+    try:
+        with engine.connect() as conn:
+            assert conn.exec_driver_sql("SELECT count(*) FROM conversations").scalar() == 2
+    finally:
+        engine.dispose()
 
 
 def test_orm_models_match_the_migrations(database_url: str):

@@ -45,3 +45,19 @@ def test_add_message_can_replace_the_last_turn_at_once(store: Store):
         (1, "m1"),
         (2, "again"),
     ]
+
+
+def test_a_session_remembers_its_model_and_a_patch_moves_it(store: Store):
+    s = store.create_session("sys", model="twin")
+    assert s.model == "twin" and store.get_session(s.id).model == "twin"
+    assert [x.model for x in store.list_sessions()] == ["twin"]
+    assert store.update_session(s.id, title="t").model == "twin"  # kept when not given
+    assert store.update_session(s.id, model="smollm2").model == "smollm2"
+    fork = store.fork_session(s.id, 0)
+    assert fork is not None and fork.model == "smollm2"  # a branch goes on where it was
+    assert store.update_session(s.id, model=None).model is None  # no model: a router's default
+    assert store.create_session().model is None
+    with pytest.raises(ValueError):
+        store.create_session(model="a\x00b")
+    with pytest.raises(ValueError):
+        store.update_session(s.id, model="a\x00b")

@@ -7,7 +7,10 @@ from collections.abc import Iterator
 
 import httpx
 import pytest
+from sqlalchemy import update
 
+from app.db.documents.document_models import Collection
+from app.db.store import Store
 from bench.lib.server_process import ServerProcess
 from tests.eventually import eventually
 from tests.rag.pdfs import make_pdf
@@ -432,3 +435,30 @@ def test_deleting_a_collection_deletes_its_documents(server):
     assert call(server, "GET", f"/v1/documents/{doc['id']}").status_code == 404
     assert call(server, "DELETE", f"/v1/collections/{col}").status_code == 404
     assert col not in {c["id"] for c in call(server, "GET", "/v1/collections").json()["data"]}
+
+
+def test_a_collection_remembers_this_server_s_model(server):
+    name = call(server, "GET", "/v1/models").json()["data"][0]["id"]
+    col = new_collection(server, "named")
+    assert call(server, "GET", f"/v1/collections/{col}").json()["model"] == name
+    named = new_collection(server, "n", model=name)
+    assert call(server, "GET", f"/v1/collections/{named}").json()["model"] == name
+    r = call(server, "POST", "/v1/collections", json={"name": "x", "model": "not-here"})
+    assert r.status_code == 400 and r.json()["error"]["param"] == "model"
+
+
+def test_one_model_s_server_ingests_every_collection_s_documents(server):
+    """A server of one model (no --docs-own-model) ingests as before collections had a model:
+    one made before (no model) or under another name (the server was started with another
+    model since) included."""
+    data = server.args[server.args.index("--data-dir") + 1]
+    store = Store(f"sqlite:///{data}/kvchat.db")
+    try:
+        for model in (None, "the model it had before"):
+            col = new_collection(server, "older")
+            with store.transaction(write=True) as s:
+                s.execute(update(Collection).where(Collection.id == col).values(model=model))
+            assert upload_text(server, col, "v.txt", VOLCANO)["status"] == "ready"
+            assert call(server, "GET", f"/v1/collections/{col}").json()["model"] == model
+    finally:
+        store.close()

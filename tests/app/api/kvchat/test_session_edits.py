@@ -144,3 +144,27 @@ def test_a_conversation_is_imported_with_its_history_and_continues(server: Serve
     assert out["usage"]["prompt_tokens"] > 20  # the imported turns are in the prompt
     bad = call(server, "POST", "/v1/sessions", {"messages": [{"role": "tool", "content": "x"}]})
     assert bad.status_code == 400
+
+
+def test_a_session_remembers_this_server_s_model_and_a_patch_moves_it(server: ServerProcess):
+    name = call(server, "GET", "/v1/models").json()["data"][0]["id"]
+    sid = new_session(server)
+    assert call(server, "GET", f"/v1/sessions/{sid}").json()["model"] == name
+    named = new_session(server, model=name)
+    listed = {s["id"]: s["model"] for s in call(server, "GET", "/v1/sessions").json()["data"]}
+    assert listed[sid] == listed[named] == name
+    # A model this server does not serve is refused: nothing is stored or changed.
+    r = call(server, "POST", "/v1/sessions", {"model": "not-here"})
+    assert r.status_code == 400 and r.json()["error"]["param"] == "model"
+    assert "'not-here'" in r.json()["error"]["message"]
+    r = call(server, "PATCH", f"/v1/sessions/{sid}", {"model": "not-here", "title": "x"})
+    assert r.status_code == 400 and r.json()["error"]["param"] == "model"
+    got = call(server, "GET", f"/v1/sessions/{sid}").json()
+    assert (got["model"], got["title"]) == (name, None)
+    # null: no model of its own (a router's default serves it); this server's name back.
+    assert call(server, "PATCH", f"/v1/sessions/{sid}", {"model": None}).json()["model"] is None
+    say(server, sid, "Hi")  # served as before
+    assert call(server, "PATCH", f"/v1/sessions/{sid}", {"model": name}).json()["model"] == name
+    first = messages(server, sid)[0]["id"]
+    r = call(server, "POST", f"/v1/sessions/{sid}/fork", {"message_id": first})
+    assert r.status_code == 201 and r.json()["model"] == name

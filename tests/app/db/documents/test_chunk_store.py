@@ -65,3 +65,23 @@ def test_vectors_are_replaced_whole_with_their_backend_or_not_at_all(store: Stor
     assert chunk_store.backend_of(col.id) == "onnx-int8"
     np.testing.assert_array_equal(chunk_store.vectors(col.id, 4)[1], new)
     assert chunk_store.version(col.id) > version  # readers resync
+
+
+def test_ready_documents_of_one_model(store: Store):
+    """What a restart prefills: every ready document, or those of one model's collections."""
+    docs, chunk_store = DocumentStore(store), ChunkStore(store)
+    vec = np.ones(4, dtype=np.float32) / 2
+    made = {}
+    for name, model in (("twin's", "twin"), ("old", None)):
+        col = docs.create_collection("", name, 64, 8, None, model=model)
+        doc, _ = docs.add_document(
+            "", col.id, filename="a.txt", kind="text", sha256=name[0] * 64, text="hello",
+            page_starts=[], metadata={},
+        )  # fmt: skip
+        assert chunk_store.finish_document(
+            doc.id, [NewChunk(0, "a", 0, 1, None, vec)], "m", [[1]], 1
+        )
+        made[name] = doc.id
+    assert [d for _, d in chunk_store.ready()] == [made["twin's"], made["old"]]
+    assert [(c.model, d) for c, d in chunk_store.ready("twin")] == [("twin", made["twin's"])]
+    assert chunk_store.ready("smollm2") == []

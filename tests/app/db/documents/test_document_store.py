@@ -54,3 +54,30 @@ def test_a_collection_keeps_its_kv_reuse(store: Store):
     assert docs.get_collection("t1", plain.id).kv_reuse is None
     listed = {c.name: c.kv_reuse for c in docs.list_collections("t1")}
     assert listed == {"blends": "blend", "plain": None}
+
+
+def upload(docs: DocumentStore, col: str, sha: str, adopt_model: str | None) -> None:
+    meta: dict = {}
+    docs.add_document(
+        "t1", col, filename=sha, kind="text", sha256=sha * 64, text="x", page_starts=[],
+        metadata=meta, adopt_model=adopt_model,
+    )  # fmt: skip
+
+
+def test_a_collection_remembers_its_model_and_one_without_is_adopted(store: Store):
+    docs = DocumentStore(store)
+    twin = docs.create_collection("t1", "twin's", 64, 8, None, model="twin")
+    old = docs.create_collection("t1", "from before models", 64, 8, None)
+    assert twin.model == "twin" and docs.get_collection("t1", twin.id).model == "twin"
+    assert old.model is None
+    listed = {c.name: c.model for c in docs.list_collections("t1")}
+    assert listed == {"twin's": "twin", "from before models": None}
+    # An upload adopts a collection that has no model for the server's, never another's.
+    upload(docs, twin.id, "a", adopt_model="smollm2")
+    assert docs.get_collection("t1", twin.id).model == "twin"
+    upload(docs, old.id, "b", adopt_model=None)
+    assert docs.get_collection("t1", old.id).model is None  # adopted only when asked
+    upload(docs, old.id, "c", adopt_model="smollm2")
+    assert docs.get_collection("t1", old.id).model == "smollm2"
+    upload(docs, old.id, "d", adopt_model="twin")  # the first adoption stands
+    assert docs.get_collection("t1", old.id).model == "smollm2"

@@ -142,3 +142,20 @@ def test_concurrent_workers_claim_every_document_exactly_once(rig):
     assert errors == []
     every = [doc for claimed in got.values() for doc in claimed]
     assert sorted(every) == sorted(wanted)  # each once: no document claimed twice
+
+
+def test_a_worker_of_one_model_claims_only_its_model_s_collections(store: Store):
+    """Servers of several models on one database: a document is chunked in its collection's
+    model's tokens, so only that model's workers take it; without a model, every document."""
+    docs, chunk_store = DocumentStore(store), ChunkStore(store)
+    claims = chunk_store.claims
+    twins = add(docs, docs.create_collection("", "t", 64, 8, None, model="twin").id, "a")
+    old = add(docs, docs.create_collection("", "old", 64, 8, None).id, "b")  # no model
+    assert claims.claim_next("smollm2's", LEASE, model="smollm2") is None
+    assert not claims.holder(twins)[1] and not claims.holder(old)[1]
+    assert claims.claim_next("twin's", LEASE, model="twin") == twins
+    assert claims.claim_next("twin's", LEASE, model="twin") == twins  # its own, again
+    assert claims.claim_next("one model's", LEASE) == old  # a server of one model: all
+    expire(store, twins)
+    assert claims.claim_next("smollm2's", LEASE, model="smollm2") is None  # not even freed
+    assert claims.claim_next("another twin", LEASE, model="twin") == twins
