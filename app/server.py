@@ -219,16 +219,27 @@ def _on_router_signals(engine: Engine) -> None:
     model to sleep as soon as it is idle (the router's unload), SIGUSR2 wakes it. Signals, not
     routes: only the machine's own processes can send them, and no key is needed."""
     loop = asyncio.get_running_loop()
+    pending: set[asyncio.Task] = set()  # a sleep waiting for the requests to end
 
     async def sleep_when_idle() -> None:
-        while not engine.sleeping:
+        while not engine.sleeping:  # awake, or waking (it sleeps once it has woken)
             try:
                 await engine.sleep()
             except RuntimeError:  # requests run: try again once they may have ended
                 await asyncio.sleep(0.1)
 
-    loop.add_signal_handler(signal.SIGUSR1, lambda: loop.create_task(sleep_when_idle()))
-    loop.add_signal_handler(signal.SIGUSR2, engine.touch)
+    def unload() -> None:
+        task = loop.create_task(sleep_when_idle())
+        pending.add(task)
+        task.add_done_callback(pending.discard)
+
+    def wake() -> None:  # a wake cancels the sleep asked for before it
+        for task in list(pending):
+            task.cancel()
+        engine.touch()
+
+    loop.add_signal_handler(signal.SIGUSR1, unload)
+    loop.add_signal_handler(signal.SIGUSR2, wake)
 
 
 def _resolve(host: str) -> str:

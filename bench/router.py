@@ -12,7 +12,9 @@ random weights, bench/lib/twin_model.py) and Gemma 3 270M (C). Rows:
 - wake: one model, `--sleep-idle-seconds 2`: a conversation's first turn, the model asleep, its
   next turn (TTFT, cached share);
 - load time: router mode, `POST /models/load` until `/models` says loaded: the first load of
-  the server's life, and the next (the file in the page cache; ours: the model wakes);
+  the server's life (the file in the page cache), a load after an unload with the page cache
+  dropped (`/proc/sys/vm/drop_caches`, root only: else not measured), and one with it warm
+  (ours: the model wakes in its server; llama-server: a new process);
 - memory: router mode, `--models-max 3`: the RSS of the router and its model servers together
   with one, two and three models loaded.
 """
@@ -140,15 +142,32 @@ def load_seconds(url: str, model: str) -> float:
     return time.perf_counter() - t0
 
 
-def load_times(server: str, folder: Path) -> dict[str, float]:
-    proc = start(server, ["--models-dir", str(folder), "--models-max", "1"])
+def drop_page_cache() -> bool:
     try:
-        first = load_seconds(proc.base_url, "A-smollm2")
-        httpx.post(proc.base_url + "/models/unload", json={"model": "A-smollm2"})
-        until(lambda: statuses(proc.base_url)["A-smollm2"] == "unloaded", 120)
+        Path("/proc/sys/vm/drop_caches").write_text("3\n")
+        return True
+    except OSError:
+        return False
+
+
+def load_times(server: str, folder: Path) -> dict[str, float | None]:
+    proc = start(server, ["--models-dir", str(folder), "--models-max", "1"])
+    url, model = proc.base_url, "A-smollm2"
+
+    def unload() -> None:
+        httpx.post(url + "/models/unload", json={"model": model})
+        until(lambda: statuses(url)[model] == "unloaded", 120)
         time.sleep(1.0)  # the unload done (ours: asleep; llama-server: its child gone)
-        again = load_seconds(proc.base_url, "A-smollm2")
-        return {"first load": first, "load again": again}
+
+    try:
+        out: dict[str, float | None] = {"first load": load_seconds(url, model)}
+        unload()
+        out["load again, page cache dropped"] = (
+            load_seconds(url, model) if drop_page_cache() else None
+        )
+        unload()
+        out["load again"] = load_seconds(url, model)
+        return out
     finally:
         proc.stop()
 
@@ -216,10 +235,10 @@ def report(results: dict[str, dict]) -> list[str]:
     lines += ["", "## Load time (`POST /models/load` until loaded)", ""]
     lines.append("| load | " + " | ".join(servers) + " |")
     lines.append("|---|" + "---:|" * len(servers))
-    for key in ("first load", "load again"):
-        lines.append(
-            f"| {key} | " + " | ".join(f"{results[s]['load'][key]:.2f} s" for s in servers) + " |"
-        )
+    for key in ("first load", "load again, page cache dropped", "load again"):
+        cells = [results[s]["load"][key] for s in servers]
+        text = " | ".join("not measured" if c is None else f"{c:.2f} s" for c in cells)
+        lines.append(f"| {key} | {text} |")
     lines += ["", "## Memory (RSS of the server and its model servers)", ""]
     lines.append("| models loaded | " + " | ".join(servers) + " |")
     lines.append("|---:|" + "---:|" * len(servers))

@@ -194,6 +194,11 @@ class Engine:
         """The model is freed and not loading (any thread; `/props` `is_sleeping`)."""
         return self._sleep.sleeping
 
+    @property
+    def loaded(self) -> bool:
+        """The model's weights are loaded: not asleep, and not still waking (any thread)."""
+        return not self._sleep.asleep
+
     def touch(self) -> None:
         """Work is coming (any thread): the idle time starts again and a sleeping model starts
         loading."""

@@ -69,7 +69,9 @@ class ChildServer:
                 raise RuntimeError(self.failure())
             try:
                 r = await client.get(self.base_url + "/health", timeout=2.0)
-                if r.status_code == 200 and not (awake and r.json().get("sleeping")):
+                # Awake: its weights loaded, not only asked to wake (a request admitted while the
+                # model wakes would wait behind the load, and the router count it loaded).
+                if r.status_code == 200 and not (awake and not r.json().get("model_loaded", True)):
                     return
             except httpx.HTTPError:
                 pass

@@ -106,10 +106,11 @@ class ModelRouter:
             return next(iter(self.models))
         if required:
             raise RouterError("model name is missing from the request")
-        loaded = [e for e in self.models.values() if e.status == LOADED]
-        if loaded:
-            return max(loaded, key=lambda e: e.last_used).name
-        return next(iter(self.models))
+        running = [e for e in self.models.values() if e.status in (LOADED, LOADING)]
+        if running:
+            return max(running, key=lambda e: e.last_used).name
+        usable = [name for name, e in self.models.items() if e.status != FAILED]
+        return usable[0] if usable else next(iter(self.models))
 
     def entries(self) -> list[ModelEntry]:
         for entry in self.models.values():
@@ -178,18 +179,27 @@ class ModelRouter:
     # --- load and unload ------------------------------------------------------------------------
 
     async def load(self, name: str) -> None:
-        """POST /models/load: start loading now (room is made as for a request); a failed model
-        is tried again. Returns once the load is under way."""
+        """POST /models/load: the model loads as for a request, in the queue's order (room
+        made, or waited for); a failed model is tried again. Returns at once: `/models` says
+        how it goes."""
         entry = self.entry(name)
         if entry.status in (LOADED, LOADING):
             raise RouterError("model is already running")
         async with self._changed:
             if entry.status == FAILED:
                 entry.status, entry.failure = UNLOADED, None
-            if not self._make_room(entry):
-                raise RouterError("every loaded model is serving requests: try again", 503)
-            self._start_load(entry)
-            self._changed.notify_all()
+                if entry.child is not None and not entry.child.running:
+                    entry.child = None  # a new server, not the one that exited
+            if not self._queue and self._make_room(entry):
+                self._start_load(entry)  # `loading` from now on
+                self._changed.notify_all()
+                return
+
+        async def queued() -> None:  # after the requests that came first
+            with contextlib.suppress(RouterError):  # failed: its status says why
+                await self.release(await self.acquire(name, autoload=True))
+
+        self._keep(asyncio.get_running_loop().create_task(queued()))
 
     async def unload(self, name: str) -> None:
         """POST /models/unload: the model sleeps once its running requests end."""
@@ -209,7 +219,9 @@ class ModelRouter:
     def _start_load(self, entry: ModelEntry) -> None:
         entry.status, entry.failure = LOADING, None
         entry.loads += 1
-        task = asyncio.get_running_loop().create_task(self._load(entry))
+        self._keep(asyncio.get_running_loop().create_task(self._load(entry)))
+
+    def _keep(self, task: asyncio.Task) -> None:
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
 

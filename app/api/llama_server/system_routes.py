@@ -33,6 +33,7 @@ async def health(services: ServicesDep):
         "slots_processing": len(slots) - idle,
         "queue": services.engine.n_waiting,
         "sleeping": services.engine.sleeping,  # the model is freed (--sleep-idle-seconds)
+        "model_loaded": services.engine.loaded,  # its weights are in (not asleep, not waking)
     }
 
 

@@ -147,14 +147,20 @@ class EngineLoop:
         wakes = self.sleep.waking or new or any(c.needs_model for c in calls)
         if self.sleep.asleep and wakes and not self._wake_up(new, calls):
             return
+        # Tasks queue before the calls run: a call that puts the model to sleep when idle
+        # (Engine.sleep) sees the work that came with it.
+        for task in new:
+            self.scheduler.enqueue(task)
+            self.reuse.prefetch(task)
         for call in calls:
             try:
                 call.future.set_result(call.fn())
             except Exception as e:  # the caller gets it
                 call.future.set_exception(e)
-        for task in new:
-            self.scheduler.enqueue(task)
-            self.reuse.prefetch(task)
+        if self.sleep.asleep and self.scheduler.has_work and not self._wake_up([], []):
+            for task in self.scheduler.waiting:  # nothing can run them: the load failed
+                task.fail("the model could not be loaded", status=503, code="unavailable")
+            return
         for task in self.scheduler.past_deadline(time.monotonic()):
             limit = self.config.request_timeout
             task.fail(f"the request exceeded the time limit of {limit:g} s", 504, "timeout")

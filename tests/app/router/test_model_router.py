@@ -176,3 +176,17 @@ async def test_a_request_naming_no_model() -> None:
     assert make("a", max_loaded=1).default_model(required=True) == "a"
     with pytest.raises(RouterError, match="'z' not found"):
         router.entry("z")
+
+
+async def test_a_load_asked_while_another_loads_waits_for_room() -> None:
+    gate = asyncio.Event()
+    router = make("ab", max_loaded=1, a=FakeChild("a", gate=gate))
+    await router.load("a")
+    await router.load("b")  # no room while a loads: queued, not refused
+    assert statuses(router) == {"a": "loading", "b": UNLOADED}
+    gate.set()
+    for _ in range(100):
+        await asyncio.sleep(0.01)
+        if statuses(router)["b"] == LOADED:
+            break
+    assert statuses(router) == {"a": UNLOADED, "b": LOADED}

@@ -128,3 +128,16 @@ def test_a_resumable_stream_is_read_again_through_the_router(router: ServerProce
     assert gone.status_code == 404
     unknown = httpx.get(url + "/v1/stream", params={"conv_id": "never sent"}, timeout=30)
     assert unknown.status_code == 404
+
+
+def test_loads_asked_back_to_back_leave_every_model_usable(router: ServerProcess) -> None:
+    # Each load unloads the other model (--models-max 1) while it may still be waking: a wake
+    # cancels the sleep asked for before it, and a request is never admitted to a sleeping
+    # model (this hung: the model fell asleep again as the request was admitted).
+    hello = [{"role": "user", "content": "Hello"}]
+    for _ in range(3):
+        for model in ("smollm2", "twin"):
+            r = httpx.post(router.base_url + "/models/load", json={"model": model}, timeout=30)
+            assert r.status_code in (200, 400), r.text  # 400: already running
+        assert chat(router, "smollm2", hello).status_code == 200
+        assert chat(router, "twin", hello).status_code == 200
