@@ -1,5 +1,9 @@
 // The server's HTTP API. Every URL is relative (no leading slash) so the UI works behind a
 // path prefix. Errors come back as ApiError with the server's own message.
+//
+// Behind a router (a server started with --models-dir, as llama-server's router) every request
+// names its model (`?model=`; a turn's body names it too): models.js sets `routing` up there.
+// A single-model server gets no model named, as before.
 
 export class ApiError extends Error {
   constructor(message, status, body) {
@@ -40,13 +44,46 @@ export function sessionHeaders(path) {
   return m ? { "X-Session-Id": decodeURIComponent(m[1]) } : {};
 }
 
-export async function call(method, path, body) {
+// Router mode's hooks (models.js): `model()` is the model a request names when the caller
+// names none (null: name none); `watch(promise, model)` is told of every request that names a
+// model until its answer starts (it may wait for the model to load); `failed()` is asked, after a
+// request's model failed to load, for another model to name (null: none).
+export const routing = {
+  model: () => null,
+  watch: (promise) => promise,
+  failed: async () => null,
+};
+
+// `path` with `?model=` (and `&autoload=false`) added; `model` null: unchanged.
+export function withModel(path, model, autoload) {
+  if (!model) return path;
+  const q = new URLSearchParams({ model, ...(autoload === false ? { autoload: "false" } : {}) });
+  return `${path}${path.includes("?") ? "&" : "?"}${q}`;
+}
+
+// A request; `opts.model` names its model (undefined: routing's choice, null: none) and
+// `opts.autoload: false` asks the router not to load it for this request.
+export async function call(method, path, body, opts = {}) {
+  const named = opts.model === undefined ? routing.model() : opts.model;
+  try {
+    return await send(method, withModel(path, named, opts.autoload), body, named);
+  } catch (e) {
+    // The model named by default could not load (a broken file): another one answers, once.
+    if (opts.model !== undefined || !named || e.status !== 503) throw e;
+    const other = await routing.failed();
+    if (!other || other === named) throw e;
+    return send(method, withModel(path, other, opts.autoload), body, other);
+  }
+}
+
+async function send(method, path, body, model) {
   const init = { method, headers: { ...auth.headers(), ...sessionHeaders(path) } };
   if (body !== undefined) {
     init.headers["Content-Type"] = "application/json";
     init.body = JSON.stringify(body);
   }
-  const resp = await fetch(path, init);
+  const answer = fetch(path, init);
+  const resp = await (model ? routing.watch(answer, model) : answer);
   if (!resp.ok) throw await errorOf(resp);
   return resp.status === 204 ? null : resp.json();
 }
@@ -55,11 +92,12 @@ export const api = {
   sessions: () => call("GET", "v1/sessions?limit=200"),
   session: (id) => call("GET", `v1/sessions/${id}`),
   createSession: (body) => call("POST", "v1/sessions", body),
-  updateSession: (id, body) => call("PATCH", `v1/sessions/${id}`, body),
+  updateSession: (id, body, model) => call("PATCH", `v1/sessions/${id}`, body, { model }),
   deleteSession: (id) => call("DELETE", `v1/sessions/${id}`),
   forkSession: (id, messageId) => call("POST", `v1/sessions/${id}/fork`, { message_id: messageId }),
-  slots: () => call("GET", "slots"),
-  cache: () => call("GET", "cache"),
+  // One model's state: behind a router, the conversation's model, never loaded for this.
+  slots: (model) => call("GET", "slots", undefined, { model, autoload: false }),
+  cache: (model) => call("GET", "cache", undefined, { model, autoload: false }),
   collections: () => call("GET", "v1/collections"),
   createCollection: (name) => call("POST", "v1/collections", { name }),
   deleteCollection: (id) => call("DELETE", `v1/collections/${id}`),
@@ -68,7 +106,7 @@ export const api = {
 };
 
 export async function uploadMedia(file) {
-  const resp = await fetch("v1/media", {
+  const resp = await fetch(withModel("v1/media", routing.model()), {
     method: "POST",
     headers: { ...auth.headers(), "Content-Type": file.type || "application/octet-stream" },
     body: file,
@@ -81,7 +119,7 @@ export async function uploadMedia(file) {
 export function uploadDocument(collectionId, file, onProgress) {
   return new Promise((resolve, reject) => {
     const xhr = new XMLHttpRequest();
-    xhr.open("POST", `v1/collections/${collectionId}/documents`);
+    xhr.open("POST", withModel(`v1/collections/${collectionId}/documents`, routing.model()));
     if (auth.key()) xhr.setRequestHeader("Authorization", `Bearer ${auth.key()}`);
     xhr.upload.onprogress = (e) => e.lengthComputable && onProgress(e.loaded / e.total);
     xhr.onerror = () => reject(new ApiError("the upload failed: network error", 0, null));
@@ -104,14 +142,21 @@ export function uploadDocument(collectionId, file, onProgress) {
 
 // POST a streaming chat request and call onEvent(chunk) for every SSE data object. Resolves
 // when the stream ends; rejects with ApiError for an error status or an error event, and
-// with an AbortError when `signal` aborts.
-export async function stream(path, body, onEvent, signal) {
-  const resp = await fetch(path, {
+// with an AbortError when `signal` aborts. `model`: the model that runs it (router mode), named
+// in the body and the query.
+export async function stream(path, body, onEvent, signal, model = null) {
+  const answer = fetch(withModel(path, model), {
     method: "POST",
     headers: { ...auth.headers(), ...sessionHeaders(path), "Content-Type": "application/json" },
-    body: JSON.stringify({ ...body, stream: true, stream_options: { include_usage: true } }),
+    body: JSON.stringify({
+      ...body,
+      ...(model ? { model } : {}),
+      stream: true,
+      stream_options: { include_usage: true },
+    }),
     signal,
   });
+  const resp = await (model ? routing.watch(answer, model) : answer);
   if (!resp.ok) throw await errorOf(resp);
   const reader = resp.body.getReader();
   const decoder = new TextDecoder();

@@ -7,9 +7,12 @@ import { useEffect } from "preact/hooks";
 import { CachePanel } from "./components/CachePanel.js";
 import { Chat } from "./components/Chat.js";
 import { DocumentsPanel } from "./components/DocumentsPanel.js";
+import { ModelBanner, ModelPicker } from "./components/ModelPicker.js";
+import { ModelsPanel } from "./components/ModelsPanel.js";
 import { SettingsPanel } from "./components/SettingsPanel.js";
 import { Sidebar } from "./components/Sidebar.js";
 import { html } from "./html.js";
+import { router } from "./models.js";
 import {
   busy,
   current,
@@ -38,10 +41,12 @@ function Header() {
     <button class="icon menu" aria-label="Conversations" aria-expanded=${sidebarOpen.value}
       onClick=${() => (sidebarOpen.value = !sidebarOpen.value)}>☰</button>
     <h1>${s ? s.title || "Untitled" : "kvchat"}</h1>
+    <${ModelPicker} />
     <div class="tools">
       ${s && html`<button onClick=${() => toggle("settings")} aria-pressed=${panel.value === "settings"}>Settings</button>
         <button onClick=${() => toggle("documents")} aria-pressed=${panel.value === "documents"}>Documents</button>
         <button onClick=${exportSession} disabled=${busy.value}>Export</button>`}
+      ${router.value && html`<button onClick=${() => toggle("models")} aria-pressed=${panel.value === "models"}>Models</button>`}
       <button onClick=${() => toggle("cache")} aria-pressed=${panel.value === "cache"}>Cache</button>
       <button class="icon" aria-label=${`Theme: ${theme}`} title=${`Theme: ${theme}`}
         onClick=${() => applyTheme(THEMES[(THEMES.indexOf(theme) + 1) % 3])}>◐</button>
@@ -51,12 +56,13 @@ function Header() {
 
 function Panel() {
   const p = panel.value;
-  if (!p || (p !== "cache" && !current.value)) return null;
+  if (!p || (p !== "cache" && p !== "models" && !current.value)) return null;
   return html`<aside class="panel">
     <button class="icon close" aria-label="Close panel" onClick=${() => (panel.value = null)}>✕</button>
     ${p === "settings" && html`<${SettingsPanel} key=${current.value.id} />`}
     ${p === "documents" && html`<${DocumentsPanel} />`}
     ${p === "cache" && html`<${CachePanel} />`}
+    ${p === "models" && html`<${ModelsPanel} />`}
   </aside>`;
 }
 
@@ -98,6 +104,7 @@ function App() {
       <${Header} />
       <${KeyForm} />
       <${Notice} />
+      <${ModelBanner} />
       <${Chat} />
     </main>
     <${Panel} />

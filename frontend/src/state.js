@@ -2,6 +2,16 @@
 // every turn the session is read back, so what a reload shows is what the user saw.
 import { batch, computed, signal } from "@preact/signals";
 import { ApiError, api, auth, stream, uploadMedia } from "./api.js";
+import {
+  defaultModel,
+  detectRouter,
+  followConversation,
+  forgetModel,
+  modelInfo,
+  modelOf,
+  pickModel,
+  rememberModel,
+} from "./models.js";
 import { presetDefaults } from "./presets.js";
 
 export const sessions = signal([]);
@@ -17,6 +27,9 @@ export const keyNeeded = signal(null); // the server's 401 message: ask for an A
 let controller = null;
 
 export const currentId = computed(() => current.value?.id ?? null);
+// The open conversation's model behind a router (models.js); null on a single-model server.
+export const currentModel = computed(() => modelOf(current.value));
+followConversation(() => currentModel.value);
 
 auth.onUnauthorized = (message) => {
   keyNeeded.value = message;
@@ -26,6 +39,7 @@ auth.onUnauthorized = (message) => {
 // the newest, or a new one).
 export async function start() {
   try {
+    await detectRouter();
     await loadSessions();
     const m = location.hash.match(/^#\/s\/([0-9a-f]+)$/);
     if (m) await openSession(m[1]);
@@ -70,13 +84,38 @@ export async function openSession(id) {
 export async function newSession() {
   if (busy.value) return;
   const d = presetDefaults();
+  const model = defaultModel();
   const s = await api.createSession({
     title: "New chat",
     system_prompt: d.system_prompt,
     sampling: d.sampling,
+    ...namedModel(model),
   });
+  rememberModel(s.id, model);
   await loadSessions();
   await openSession(s.id);
+}
+
+// A new session names its model (stored where the server stores one) unless that model is
+// known to have failed: the session is made anyway, on whichever model answers.
+function namedModel(model) {
+  return model && modelInfo(model)?.status !== "failed" ? { model } : {};
+}
+
+// The user picked a model for the open conversation. A server that stores the session's model
+// (its session has a `model` field) is told; this browser remembers it either way.
+export async function chooseModel(model) {
+  const s = current.value;
+  if (!s || model === currentModel.value) return;
+  if (s.model !== undefined) current.value = { ...s, model };
+  try {
+    await pickModel(s.id, model);
+    if (s.model !== undefined && modelInfo(model)?.status !== "failed") {
+      await api.updateSession(s.id, { model }, model);
+    }
+  } catch (e) {
+    showError(e);
+  }
 }
 
 export async function renameSession(id, title) {
@@ -94,6 +133,7 @@ export async function deleteSession(id) {
   await api.deleteSession(id);
   localStorage.removeItem(`rag:${id}`);
   localStorage.removeItem(`kvReuse:${id}`);
+  forgetModel(id);
   if (currentId.value === id) {
     current.value = null;
     history.replaceState(null, "", "#");
@@ -142,11 +182,13 @@ function ragOptions(id) {
 // False when the server refused the request before anything was stored.
 async function runTurn(path, body, user) {
   const id = currentId.value;
+  const model = currentModel.value; // router mode: the turn names it, and it stays this one's
+  rememberModel(id, model);
   busy.value = true;
   if (notice.value?.kind === "error") notice.value = null; // an info line (a branch's note) stays
   controller = new AbortController();
   const started = performance.now();
-  live.value = { user, text: "", citations: null, status: "waiting", ttftMs: null };
+  live.value = { user, text: "", citations: null, status: "waiting", ttftMs: null, model };
   let refused = false;
   const rag = ragOptions(id);
   if (rag) body = { ...body, rag };
@@ -174,6 +216,7 @@ async function runTurn(path, body, user) {
         live.value = next;
       },
       controller.signal,
+      model,
     );
   } catch (e) {
     if (e.name !== "AbortError") showError(e);
@@ -254,6 +297,7 @@ export async function editAsBranch(message, text) {
   if (busy.value) return;
   const s = current.value;
   const fork = await api.forkSession(s.id, message.id);
+  rememberModel(fork.id, currentModel.value);
   await api.updateSession(fork.id, { title: `${s.title || "Chat"} (edit)` });
   setRagCollections(fork.id, ragCollections(s.id));
   setRagReuse(fork.id, ragReuse(s.id));
@@ -301,7 +345,9 @@ export async function importSession(file) {
     system_prompt: data.system_prompt ?? null,
     sampling: data.sampling || {},
     messages: data.messages.map((m) => ({ role: m.role, content: m.content })),
+    ...namedModel(defaultModel()),
   });
+  rememberModel(s.id, defaultModel());
   await loadSessions();
   await openSession(s.id);
 }

@@ -4,8 +4,11 @@ build/screenshots/ for review."""
 
 from __future__ import annotations
 
+import functools
 import os
+import threading
 from collections.abc import Callable, Iterator
+from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
@@ -51,3 +54,16 @@ def page(page: Page) -> Iterator[Page]:
     page.on("pageerror", lambda e: errors.append(str(e)))
     yield page
     assert not errors, f"errors in the page: {errors}"
+
+
+@pytest.fixture(scope="module")
+def static_url() -> Iterator[str]:
+    """The built page from a plain static file server (the API faked with page.route)."""
+    handler = functools.partial(SimpleHTTPRequestHandler, directory=str(UI.parent))
+    handler.log_message = lambda *a: None  # type: ignore[method-assign]
+    httpd = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
+    thread.start()
+    yield f"http://127.0.0.1:{httpd.server_address[1]}"
+    httpd.shutdown()
+    httpd.server_close()

@@ -5,17 +5,10 @@ panel against the documents API's shapes."""
 
 from __future__ import annotations
 
-import functools
 import json
 import re
-import threading
-from collections.abc import Iterator
-from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
 
-import pytest
 from playwright.sync_api import Page, Route, expect
-
-from tests.frontend.conftest import UI
 
 SID = "a" * 32
 CITATION = {
@@ -49,18 +42,6 @@ USAGE = {
     "completion_tokens": 20,
     "prompt_tokens_details": {"cached_tokens": 30},
 }
-
-
-@pytest.fixture(scope="module")
-def static_url() -> Iterator[str]:
-    handler = functools.partial(SimpleHTTPRequestHandler, directory=str(UI.parent))
-    handler.log_message = lambda *a: None  # type: ignore[method-assign]
-    httpd = ThreadingHTTPServer(("127.0.0.1", 0), handler)
-    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
-    thread.start()
-    yield f"http://127.0.0.1:{httpd.server_address[1]}"
-    httpd.shutdown()
-    httpd.server_close()
 
 
 class FakeApi:

@@ -3,7 +3,7 @@
 import { useEffect, useState } from "preact/hooks";
 import { api } from "../api.js";
 import { html } from "../html.js";
-import { sessions } from "../state.js";
+import { currentModel, sessions } from "../state.js";
 
 const mib = (b) => `${(b / 1048576).toFixed(1)} MiB`;
 
@@ -15,7 +15,8 @@ export function CachePanel() {
     let timer = null;
     const load = async () => {
       try {
-        const [slots, cache] = await Promise.all([api.slots(), api.cache()]);
+        const model = currentModel.value ?? undefined; // router mode: this conversation's model
+        const [slots, cache] = await Promise.all([api.slots(model), api.cache(model)]);
         if (alive) {
           setData({ slots, cache });
           setError(null);
@@ -33,7 +34,7 @@ export function CachePanel() {
   }, []);
   const title = (id) => sessions.value.find((s) => s.id === id)?.title || (id ? id.slice(0, 8) : "—");
   return html`<section class="cache-panel" aria-label="Slots and cache">
-    <h2>Slots and cache</h2>
+    <h2>Slots and cache${currentModel.value ? ` of ${currentModel.value}` : ""}</h2>
     ${error && html`<p class="error" role="alert">${error}</p>`}
     ${data &&
     html`<table class="slots">

@@ -1,6 +1,7 @@
 // The open conversation: its history, the reply streaming now, and the composer.
 import { useEffect, useRef } from "preact/hooks";
 import { html } from "../html.js";
+import { modelInfo } from "../models.js";
 import { current, live } from "../state.js";
 import { Composer } from "./Composer.js";
 import { Message } from "./Message.js";
@@ -31,6 +32,9 @@ export function Chat() {
   const total = contextTokens(measured[measured.length - 1]);
   const rate = prefillRate(s.messages);
   const lastReply = messages.length - 1;
+  // Router mode: the turn waits while its model loads (or waits for room to load).
+  const status = l?.status === "waiting" && l.model ? modelInfo(l.model)?.status : null;
+  const loading = status === "loading" || status === "unloaded" ? l.model : null;
   return html`<section class="chat" aria-label="Conversation">
     <div class="messages" aria-busy=${l ? "true" : "false"}>
       ${s.system_prompt && html`<div class="system" title="System prompt">System: ${s.system_prompt}</div>`}
@@ -41,13 +45,13 @@ export function Chat() {
           isLastReply=${i === lastReply && m.role === "assistant"} givenUp=${givenUp} prefillRate=${rate} />`;
       })}
       ${l?.user && html`<${Message} key="pending" message=${{ ...l.user, citations: l.citations }} streaming=${true} />`}
-      ${l && html`<${Message} key="live" streaming=${true}
+      ${l && html`<${Message} key="live" streaming=${true} loading=${loading}
         message=${{ role: "assistant", content: l.text, reasoning_content: l.reasoning, citations: l.citations, status: "" }} />`}
       ${l?.ttftMs != null && html`<div class="live-figures" aria-hidden="true">
         first token after ${Math.round(l.ttftMs)} ms${l.pieces > 1
           ? ` · ${((1000 * (l.pieces - 1)) / Math.max(1, l.lastAt - l.firstAt)).toFixed(1)} tok/s`
           : ""}</div>`}
-      <div class="sr-only" role="status">${l ? (l.status === "waiting" ? "Waiting for the reply" : "") : ""}</div>
+      <div class="sr-only" role="status">${l?.status === "waiting" ? (loading ? `Loading model ${loading}` : "Waiting for the reply") : ""}</div>
       <div ref=${end}></div>
     </div>
     <${Composer} />

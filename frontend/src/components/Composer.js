@@ -2,7 +2,8 @@
 // Send is disabled while a reply streams, and Stop cancels it.
 import { useRef, useState } from "preact/hooks";
 import { html } from "../html.js";
-import { attach, attachments, busy, live, removeAttachment, send, showError, stop } from "../state.js";
+import { modelInfo } from "../models.js";
+import { attach, attachments, busy, currentModel, live, removeAttachment, send, showError, stop } from "../state.js";
 
 export function Composer() {
   const [text, setText] = useState("");
@@ -36,6 +37,9 @@ export function Composer() {
     attach([...(e.dataTransfer?.files || [])]);
   };
   const stopping = live.value?.status === "stopping";
+  // Router mode: a model that takes no images (no projector) says so before an upload.
+  const info = modelInfo(currentModel.value);
+  const noImages = info && !info.inputs.includes("image");
   return html`<form class=${`composer${dragging ? " dragging" : ""}`} onSubmit=${submit}
       onDragOver=${(e) => (e.preventDefault(), setDragging(true))} onDragLeave=${() => setDragging(false)}
       onDrop=${onDrop}>
@@ -50,9 +54,10 @@ export function Composer() {
       )}
     </ul>`}
     <div class="row">
-      <label class="button" title="Attach images (or paste, or drop them here)">
+      <label class=${`button${noImages ? " disabled" : ""}`}
+        title=${noImages ? `${info.id} takes no images` : "Attach images (or paste, or drop them here)"}>
         Image<span class="sr-only">: attach images</span>
-        <input type="file" accept="image/*" multiple hidden
+        <input type="file" accept="image/*" multiple hidden disabled=${noImages}
           onChange=${(e) => (attach([...e.target.files]), (e.target.value = ""))} />
       </label>
       <textarea ref=${box} rows="2" aria-label="Message" placeholder="Message (Enter to send, Shift+Enter for a new line)"

@@ -3,7 +3,7 @@
 // A document turn's user message shows the user's own words (`question`), its retrieved sources
 // folded under them; its content, as the model saw it, starts with those sources.
 import { useEffect, useMemo, useState } from "preact/hooks";
-import { auth } from "../api.js";
+import { auth, routing, withModel } from "../api.js";
 import { html } from "../html.js";
 import { renderMarkdown } from "../markdown.js";
 import { busy, editAsBranch, regenerate, showError } from "../state.js";
@@ -26,7 +26,7 @@ export function textOf(content) {
 function images(content) {
   if (!Array.isArray(content)) return [];
   return content.flatMap((p) => {
-    if (p.type === "image_file") return [`v1/media/${p.image_file.file_id}/content`];
+    if (p.type === "image_file") return [withModel(`v1/media/${p.image_file.file_id}/content`, routing.model())];
     if (p.type === "image_url") return [p.image_url.url];
     return [];
   });
@@ -86,7 +86,7 @@ function Editor({ message, givenUp, onDone }) {
   </form>`;
 }
 
-export function Message({ message, isLastReply, givenUp, prefillRate, streaming }) {
+export function Message({ message, isLastReply, givenUp, prefillRate, streaming, loading }) {
   const [editing, setEditing] = useState(false);
   const role = message.role;
   const text = role === "user" ? wordsOf(message) : textOf(message.content);
@@ -105,7 +105,10 @@ export function Message({ message, isLastReply, givenUp, prefillRate, streaming 
         ? html`<div class="plain">${text}</div><${Sources} citations=${role === "user" ? message.citations : null} />`
         : html`<${Markdown} text=${text} />`}
     <${ToolCalls} calls=${message.tool_calls} />
-    ${streaming && role === "assistant" && !text && !message.reasoning_content && html`<div class="typing" aria-label="waiting for the reply">…</div>`}
+    ${streaming && role === "assistant" && !text && !message.reasoning_content &&
+      (loading
+        ? html`<div class="typing loading-model">Loading model ${loading}…</div>`
+        : html`<div class="typing" aria-label="waiting for the reply">…</div>`)}
     ${failed && html`<div class="error" role="alert">Error: ${message.error || "the reply failed"}</div>`}
     ${message.status === "cancelled" && html`<div class="tag">stopped</div>`}
     ${role === "assistant" && html`<${Citations} citations=${message.citations || message.rag?.citations} />`}

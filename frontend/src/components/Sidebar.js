@@ -1,6 +1,7 @@
 // Conversations: create, switch, rename and delete; the newest activity first.
 import { useState } from "preact/hooks";
 import { html } from "../html.js";
+import { modelOf, router } from "../models.js";
 import {
   busy,
   currentId,
@@ -37,7 +38,7 @@ function SessionItem({ s }) {
     <button class="open" aria-current=${active ? "page" : undefined} disabled=${busy.value && !active}
       onClick=${() => openSession(s.id)}>
       <span class="title">${title}</span>
-      <span class="count">${s.n_messages} msg</span>
+      <span class="count">${s.n_messages} msg${router.value ? html` · <span class="model">${modelOf(s)}</span>` : ""}</span>
     </button>
     <button class="icon" title="Rename" aria-label=${`Rename ${title}`} onClick=${() => setEditing(true)}>✎</button>
     <button class="icon" title="Delete" aria-label=${`Delete ${title}`} disabled=${busy.value && active}
