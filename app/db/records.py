@@ -40,9 +40,9 @@ class SessionRecord:
     created_at: datetime
     updated_at: datetime
     n_messages: int
-    model: str | None = None  # the name of the model whose server made it; None: not known
     # Filled only by Store.get_session(with_messages=True), ordered by seq.
     messages: list[MessageRecord] = field(default_factory=list)
+    model: str | None = None  # the name of the model whose server made it; None: not known
 
 
 @dataclass(slots=True)

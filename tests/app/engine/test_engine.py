@@ -470,12 +470,16 @@ def test_a_long_prefill_parks_idle_slots_with_their_next_turn_boundary(model_pat
         long = prompt_of(eng, "Conversation B about stars and comets. " * 40)
         assert len(short) < TAIL_BEFORE_PARK_MIN <= len(long)
         run(eng, GenerationRequest(short, GREEDY, max_tokens=2, id_slot=1))
-        saved = eng.call(lambda: parts_of(eng).reuse.host.best("", a)[0].tokens).result(timeout=30)
+        saved = eng.call(lambda: parts_of(eng).reuse.host.best(eng.keyed(""), a)[0].tokens).result(
+            timeout=30
+        )
         assert eng.slots()[0].n_cached == 0 and len(saved) < boundary
         _, again = run(eng, turn())  # A again on slot 0, restored; its boundary pending again
         assert again.timings.cache_source == "host"
         run(eng, GenerationRequest(long, GREEDY, max_tokens=2, id_slot=1))
-        saved = eng.call(lambda: parts_of(eng).reuse.host.best("", a)[0].tokens).result(timeout=30)
+        saved = eng.call(lambda: parts_of(eng).reuse.host.best(eng.keyed(""), a)[0].tokens).result(
+            timeout=30
+        )
         assert eng.slots()[0].n_cached == 0
         assert len(saved) == boundary and list(saved)[-len(cont) :] == cont
 

@@ -181,7 +181,7 @@ def test_a_body_over_the_limit_gets_413_before_it_is_sent(server: ServerProcess)
     # Only the headers go out: the 413 must come without the server waiting for the body.
     with socket.create_connection(("127.0.0.1", server.port), timeout=30) as s:
         s.sendall(
-            b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\n"
+            b"POST /v1/chat/completions HTTP/1.1\r\nHost: 127.0.0.1\r\n"
             b"Content-Type: application/json\r\nContent-Length: 30000000\r\n\r\n"
         )
         head = s.recv(4096)

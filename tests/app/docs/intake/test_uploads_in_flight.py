@@ -40,6 +40,7 @@ def _docs(seen: list[bool], fail: bool = False) -> SimpleNamespace:
         store=SimpleNamespace(add_document=add_document),
         ingestor=SimpleNamespace(submit=lambda _d: None),
         parse=WorkerPool("parse", 1, 0, "parsing documents"),  # the real pool, one thread
+        own_model=None,  # a server of one model: every collection is its own
     )
 
 
