@@ -256,7 +256,8 @@ class Settings(DerivedSettings, BaseSettings):
     reasoning_format: Literal["none", "deepseek", "deepseek-legacy", "auto"] = setting(
         "auto", "--reasoning-format", group=REASONING
     )
-    """a reply's `<think>` block: deepseek and auto put it in `reasoning_content`;
+    """a reply's `<think>` block: deepseek puts it in `reasoning_content`, and auto does where
+    the chat template knows reasoning (as llama-server's template analysis);
     deepseek-legacy also keeps it in the content; none leaves it in the content (a request's
     `reasoning_format` overrides)"""
     reasoning: Literal["on", "off", "auto"] = setting(
