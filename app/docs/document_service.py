@@ -182,8 +182,12 @@ class Documents:
         return self.prefill.kv(document_id) if self.prefill is not None else None
 
     def background_pending(self) -> dict[str, int]:
-        """Documents' requests not yet handed to the engine, by kind."""
-        return self.prefill.pending() if self.prefill is not None else {}
+        """Documents' and full-mode collections' requests not yet handed to the engine, by
+        kind."""
+        pending = self.prefill.pending() if self.prefill is not None else {}
+        if self.full_prefill is not None:
+            pending["prefill"] = pending.get("prefill", 0) + self.full_prefill.pending()
+        return pending
 
     def token_ids(self, chunks: list[ChunkRecord]) -> None:
         """Fill in token ids missing for this model (computed once, then stored)."""

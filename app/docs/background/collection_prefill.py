@@ -97,6 +97,11 @@ class CollectionPrefill:
             self._failed.discard(collection_id)
             self._cond.notify_all()
 
+    def pending(self) -> int:
+        """Collections whose prefix waits to be handed to the engine."""
+        with self._cond:
+            return len(self._queue)
+
     def forget_documents(self, document_ids: set[str]) -> None:
         """Documents deleted (here or on another replica): the collections whose prefix held
         them are computed again without them."""
