@@ -47,12 +47,13 @@ def request_builder(
     return build
 
 
-def with_citations(citations: list[dict[str, Any]]):  # noqa: ANN201
-    """A reshape for chat replies: the message carries its citations."""
+def with_citations(citations: list[dict[str, Any]] | None):  # noqa: ANN201
+    """A reshape for chat replies: the message carries its citations (None: the reply's own,
+    found from its answer)."""
 
     def reshape(whole: dict[str, Any]) -> dict[str, Any]:
         for choice in whole["choices"]:
-            choice["message"]["citations"] = citations
+            choice["message"]["citations"] = whole["citations"] if citations is None else citations
         return whole
 
     return reshape
@@ -96,9 +97,14 @@ async def reply_turn(
         envelope = Envelope(ChatShape, services.model_name, extra)
         known = {t.name for t in body.tool_specs()}
         reply.writer = ToolCallWriter(envelope, known, body.include_usage(), {}, thinking)
-    if turn.citations is not None:
+    cite = turn.cite
+    if cite is not None:  # full mode: the answer's citations, found from it, come last
+        reply.prelude = {"mode": "full"}
+        reply.epilogue = lambda text: {"citations": citations_json(cite(text))}
+        reply.reshape = with_citations(None)
+    elif turn.citations is not None:
         citations = citations_json(turn.citations)
-        reply.prelude = {"citations": citations}
+        reply.prelude = {"mode": "retrieval", "citations": citations}
         reply.reshape = with_citations(citations)
     if verbose:
         vocab = services.engine.tokenizer

@@ -12,15 +12,18 @@ token and the whole history is reused from the KV; the session goes back to the 
 Nothing of a session is lost: the user message is stored before generation, the reply when it
 ends (app/chat/sessions/stored_replies.py). The engine request's sampling, grammar and salt come
 from the request body, through the `Build` the API layer passes in.
+
+A `rag` turn on full-mode collections puts them whole before the conversation, the prefix
+every question of the tenant shares (app/chat/full_prompt.py); else, the best chunks go in.
 """
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from app.chat.full_prompt import Cite, remembered
 from app.chat.image_work import ImageWork
 from app.chat.images import check_image_count
 from app.chat.messages import ChatMessage
@@ -29,10 +32,10 @@ from app.chat.sessions.stored_replies import calls_reply_store, reply_store
 from app.chat.sessions.turn_cache import TurnCache
 from app.chat.templates.prompter import PromptEnd, Prompter
 from app.chat.templates.reasoning import ReasoningAsk, Thinking
+from app.chat.text_prompt import Build, EndHook, full_request, text_request
 from app.chat.tool_messages import TemplateTools, prompt_messages
 from app.chat.tools import ReplyParser, ToolSpec
-from app.chat.turn import TurnResult
-from app.chat.turn_sources import ChatSources, Citation, RagAsk, SourceFinder
+from app.chat.turn_sources import ChatSources, Citation, RagAsk, SourceFinder, WholeSources
 from app.config import Settings
 from app.db.store import Store
 from app.engine.engine import Engine
@@ -40,10 +43,6 @@ from app.engine.request import GenerationRequest, RequestError, no_projector
 from app.media.media_store import MediaStore
 from mm.mtmd_bridge import ImageChunk
 from mm.token_sequence import TokenSequence
-
-# The engine request of a prompt, with the request body's sampling, grammar and salt.
-Build = Callable[[TokenSequence], Awaitable[GenerationRequest]]
-EndHook = Callable[[TurnResult], None]
 
 
 @dataclass(slots=True)
@@ -57,6 +56,9 @@ class Turn:
     # this, as if never sent. Once submitted, the end hooks record whatever happens to it.
     undo: Callable[[], Awaitable[None]] | None = None
     thinking: Thinking = field(default_factory=Thinking)  # how the reply's reasoning is split
+    # A `rag` turn in full-document mode: its citations, found from the answer (its prompt
+    # holds every chunk of its collections); None: `citations`, known before it.
+    cite: Cite | None = None
 
     def another(self) -> Turn:
         """The same turn for one more choice of the reply (n > 1): an engine request of its
@@ -107,12 +109,19 @@ class ChatTurns:
         messages, template_tools = prompt_messages(messages, tools or [], self.prompter.knows_tools)
         end = end or PromptEnd()
         reasoning = reasoning or ReasoningAsk()
-        prompter = self._prompter(reasoning)
+        prompter = self.prompter_for(reasoning)
         found = None
         if rag is not None:
             question = messages[-1].text()
             images = any(m.has_images() for m in messages)
-            found = await self.find_sources(tenant, rag, question, [], images)
+            whole = await self.finder(images).whole(tenant, rag, question, [])
+            if whole is not None:
+                turn = await self._full_turn(
+                    messages, whole, session, salt, build, template_tools, reasoning, end
+                )
+                if turn is not None:
+                    return turn
+            found = await self.finder(images).sources(tenant, rag, question, [])
             last = ChatMessage(
                 role="user", content=[found.part, {"type": "text", "text": question}]
             )
@@ -127,14 +136,38 @@ class ChatTurns:
                 )
             request = await self._image_request(messages, tenant, build, template_tools, prompter)
         else:
-            request, remember = await self._text_request(
-                messages, salt, build, template_tools, prompter, end
+            template = [m.for_template() for m in messages]
+            built = await text_request(
+                self.turns, prompter, template, template_tools, end, salt, build
             )
+            assert built is not None  # (only a full-mode prompt may have none)
+            request, remember = built
             on_end.append(remember)
         await self.finish(request, session, tenant, (rag, found) if rag and found else None)
-        thinking = self._thinking(reasoning, request.prompt)
+        thinking = self.thinking_of(reasoning, request.prompt)
         citations = found.citations if found is not None else None
         return Turn(request, "chat", on_end, citations=citations, thinking=thinking)
+
+    async def _full_turn(
+        self,
+        messages: list[ChatMessage],
+        whole: WholeSources,
+        session: str | None,
+        salt: str,
+        build: Build,
+        tools: TemplateTools,
+        reasoning: ReasoningAsk,
+        end: PromptEnd,
+    ) -> Turn | None:
+        """A chat turn after its collections' whole prefix; None: answered by retrieval."""
+        prompter = self.prompter_for(reasoning)
+        built = await full_request(self.turns, prompter, messages, whole, tools, end, salt, build)
+        if built is None:
+            return None
+        request, remember = built
+        await self.finish(request, session, "", None, whole)
+        thinking = self.thinking_of(reasoning, request.prompt)
+        return Turn(request, "chat", [remember], thinking=thinking, cite=remembered(whole.cite))
 
     async def finish(
         self,
@@ -142,11 +175,16 @@ class ChatTurns:
         session: str | None,
         tenant: str,
         sources: tuple[RagAsk, ChatSources] | None,
+        whole: WholeSources | None = None,
     ) -> None:
         """What every turn's request ends with: the template's continuation, the session whose
-        slot it goes back to, the documents its KV holds and a `rag` turn's blend plan."""
+        slot it goes back to, the documents its KV holds (`whole`: a full-mode turn's) and a
+        `rag` turn's blend plan."""
         request.continuation = self.prompter.continuation
         request.session = session
+        if whole is not None:
+            request.documents = whole.documents
+            return
         if sources is None:
             request.documents = frozenset()
             return
@@ -155,10 +193,12 @@ class ChatTurns:
         if found.citations and self.sources is not None:
             await self.sources.blend(tenant, rag, found.citations, request)
 
-    def _prompter(self, reasoning: ReasoningAsk) -> Prompter:
+    def prompter_for(self, reasoning: ReasoningAsk) -> Prompter:
+        """The prompter rendering with the request's template variables."""
         return self.prompter.rendering(reasoning.kwargs())
 
-    def _thinking(self, reasoning: ReasoningAsk, prompt: TokenSequence) -> Thinking:
+    def thinking_of(self, reasoning: ReasoningAsk, prompt: TokenSequence) -> Thinking:
+        """How the reply to this prompt splits its reasoning from its answer."""
         tail = self.prompter.tail_text(prompt)  # does the prompt leave the model in a thought?
         reasons = self.prompter.knows_reasoning
         return reasoning.thinking(self.settings.reasoning_format, tail, reasons)
@@ -194,44 +234,14 @@ class ChatTurns:
         request.images = images
         return request
 
-    async def _text_request(
-        self,
-        messages: list[ChatMessage],
-        salt: str,
-        build: Build,
-        tools: TemplateTools,
-        prompter: Prompter,
-        end: PromptEnd,
-    ) -> tuple[GenerationRequest, EndHook]:
-        turns = self.turns
-        template = [m.for_template() for m in messages]
-
-        def tokenize() -> tuple[str, list[int]]:
-            # Rendering and tokenizing a long history is CPU work: never on the event loop.
-            text = prompter.render_end(template, tools, end)
-            # Earlier replies keep the ids the model generated (see
-            # app/chat/sessions/turn_cache.py).
-            return text, turns.tokens_of(salt, text, prompter.extend)
-
-        text, tokens = await asyncio.to_thread(tokenize)
-        request = await build(TokenSequence(tokens))
-
-        def remember(result: TurnResult) -> None:
-            if result.status == "complete" and prompter.matches(result.tokens, result.text):
-                turns.remember(salt, text + result.text, [*tokens, *result.tokens])
-
-        return request, remember
-
-    async def find_sources(
-        self, tenant: str, rag: RagAsk, query: str, history: list[Any], images: bool
-    ) -> ChatSources:
-        """The `rag` sources of a text message (`images`: the message has some); `history`:
-        the contents of the conversation's earlier user messages."""
+    def finder(self, images: bool) -> SourceFinder:
+        """What finds a `rag` turn's sources (its collections whole in full mode, else the
+        best chunks); `images`: the turn's messages have some, which `rag` refuses."""
         if images:
             raise RequestError("rag takes text messages only", param="rag")
         if self.sources is None:
             raise RequestError("documents are not available", code="unavailable", status=503)
-        return await self.sources.sources(tenant, rag, query, history)
+        return self.sources
 
     # --- the steps of a stored session's turn (app/chat/sessions/stored_turns.py) ---
 
@@ -256,7 +266,7 @@ class ChatTurns:
         tenant's: checked again, as an imported history may name any id), and how its reply's
         reasoning is split (None: not split, stored as generated)."""
         asked = reasoning or ReasoningAsk()
-        prompter, vision = self._prompter(asked), self.engine.images
+        prompter, vision = self.prompter_for(asked), self.engine.images
         images: dict[str, ImageChunk] = {}
         if not h.has_images:
             prompt = await history_prompt(h, prompter)
@@ -267,7 +277,7 @@ class ChatTurns:
             prompt, images = await self.images.prompt(
                 prompter, vision, h.messages, tenant, None, "content"
             )
-        thinking = self._thinking(asked, prompt) if reasoning is not None else Thinking()
+        thinking = self.thinking_of(asked, prompt) if reasoning is not None else Thinking()
         return prompt, images, thinking
 
     def check(self, request: GenerationRequest) -> None:
@@ -277,11 +287,16 @@ class ChatTurns:
         self.engine.check_room()
 
     def reply_hook(
-        self, session_id: str, prompt_tokens: int, thinking: Thinking, parser: ReplyParser | None
+        self,
+        session_id: str,
+        prompt_tokens: int,
+        thinking: Thinking,
+        parser: ReplyParser | None,
+        cite: Cite | None = None,
     ) -> EndHook:
         """The end hook that stores a session turn's reply: with its tool calls where `parser`
-        reads them, else with its reasoning apart."""
+        reads them, else with its reasoning apart (and a full-mode turn's citations, `cite`)."""
         store, prompter = self.store, self.prompter
         if parser is not None:
             return calls_reply_store(store, prompter, session_id, prompt_tokens, parser)
-        return reply_store(store, prompter, session_id, prompt_tokens, thinking)
+        return reply_store(store, prompter, session_id, prompt_tokens, thinking, cite)

@@ -7,6 +7,7 @@ documents package (which builds on app/chat, not the other way round).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -72,6 +73,29 @@ class ChatSources:
     documents: frozenset[str]
 
 
+@dataclass(slots=True)
+class WholeSources:
+    """A `rag` turn's collections whole (full-document mode; built by
+    app/docs/questions/full_chat.py): the prefix every chat, session turn and `/ask` question of
+    the tenant shares, and how the conversation is put after it (app/chat/full_prompt.py): the
+    prefix's head is the chat template's rendering of a system message and the start of a user
+    message, up to `marker` in `opening`; the conversation goes on from there."""
+
+    tokens: list[int]  # the head, then every chunk's stored ids
+    head: int  # how many of `tokens` are the head
+    system: str  # the head's system message
+    opening: str  # the first user message's text up to the chunks' place (`marker`, included)
+    marker: str  # what the chunks stand in for in the rendered text
+    question: str  # what the user's own words follow in that message
+    # Every document the turn's KV holds: the collections' and those earlier turns cited.
+    documents: frozenset[str]
+    cite: Callable[[str], list[Citation]]  # an answer's citations, found from its text
+    # Tokens over the context one request may use, with `n` tokens of conversation after the
+    # prefix and an answer of at most `limit` (None: no limit); <= 0: it fits.
+    over: Callable[[int, int | None], int]
+    key: str  # tells this prefix apart from every other (the turn cache keeps turns by it)
+
+
 class SourceFinder(Protocol):
     async def sources(
         self, tenant: str, rag: RagAsk, query: str, history: list[Any]
@@ -83,4 +107,11 @@ class SourceFinder(Protocol):
         self, tenant: str, rag: RagAsk, citations: list[Citation], request: GenerationRequest
     ) -> None:
         """Set the request's blend plan when the turn blends its cited chunks' KV."""
+        ...
+
+    async def whole(
+        self, tenant: str, rag: RagAsk, question: str, history: list[Any]
+    ) -> WholeSources | None:
+        """The turn's collections whole when every one it names is in full mode (each must be
+        the tenant's); None: the turn is answered by retrieval (`sources`)."""
         ...

@@ -130,6 +130,9 @@ class Message(Base):
     tool_call_id: Mapped[str | None] = mapped_column(String(64))
     # An assistant message's thought (the reply's <think> block), apart from its content.
     reasoning: Mapped[str | None] = mapped_column(Text)
+    # A full-document-mode reply's citations: the chunks its answer quoted or named, found from
+    # its text when it ended (a retrieval turn's sources are its user message's content).
+    citations: Mapped[list[dict[str, Any]] | None] = mapped_column(Json)
     # Assistant messages: the exact generated token ids, so a later turn can rebuild the prompt
     # token for token (re-tokenising the text may give other ids and miss the KV cache).
     token_ids: Mapped[list[int] | None] = mapped_column(Json)

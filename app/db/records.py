@@ -29,6 +29,7 @@ class MessageRecord:
     tool_calls: list[dict[str, Any]] | None = None  # an assistant's: {"id", "name", "arguments"}
     tool_call_id: str | None = None  # a tool message's: the call it answers
     reasoning: str | None = None  # an assistant's thought (<think>), kept apart from content
+    citations: list[dict[str, Any]] | None = None  # a full-mode reply's, found from its text
 
 
 @dataclass(slots=True)
@@ -72,6 +73,7 @@ MESSAGE_FIELDS = (
     "tool_calls",
     "tool_call_id",
     "reasoning",
+    "citations",
 )
 
 

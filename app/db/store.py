@@ -220,10 +220,12 @@ class Store(SessionEdits, MediaRows):
         tool_calls: list[dict[str, Any]] | None = None,
         tool_call_id: str | None = None,
         reasoning: str | None = None,
+        citations: list[dict[str, Any]] | None = None,
     ) -> MessageRecord:
         """Append a message at seq = last + 1. Raises KeyError if the session does not exist.
         `replace_from`: first delete the messages from that seq on, in the same transaction
-        (regenerating a reply replaces the last turn, never loses it half-way)."""
+        (regenerating a reply replaces the last turn, never loses it half-way). `citations`: a
+        full-mode reply's, found from its text."""
         _check_choice("role", role, ROLES)
         _check_choice("status", status, STATUSES)
         _check_content(content)
@@ -234,6 +236,8 @@ class Store(SessionEdits, MediaRows):
         check_text("reasoning", reasoning)
         if tool_calls is not None and not all(isinstance(c, dict) for c in tool_calls):
             raise ValueError("tool_calls must be a list of objects")
+        if citations is not None and not all(isinstance(c, dict) for c in citations):
+            raise ValueError("citations must be a list of objects")
         if timings is not None and not isinstance(timings, dict):
             raise ValueError("timings must be an object")
         with self._tx(write=True) as s:
@@ -269,6 +273,7 @@ class Store(SessionEdits, MediaRows):
                 tool_calls=tool_calls,
                 tool_call_id=tool_call_id,
                 reasoning=reasoning,
+                citations=citations,
             )
             s.add(message)
             conv.updated_at = now

@@ -49,7 +49,8 @@ def _sources_of(m: MessageRecord | None) -> tuple[str, list[dict[str, Any]]] | N
 def _message_json(m: MessageRecord, asked: MessageRecord | None = None) -> dict[str, Any]:
     """A stored message. A `rag` turn's user message also carries the user's own words
     (`question`) and its sources (`citations`) apart from its content; its reply carries the
-    same citations, as the reply of `/v1/chat/completions` with `rag` does."""
+    same citations, as the reply of `/v1/chat/completions` with `rag` does, and the `mode`
+    that answered: `retrieval`, or `full` with the citations found from its answer."""
     out = {
         "id": m.id,
         "seq": m.seq,
@@ -72,8 +73,10 @@ def _message_json(m: MessageRecord, asked: MessageRecord | None = None) -> dict[
     if own is not None:
         out["question"], out["citations"] = own
     asked_sources = _sources_of(asked) if m.role == "assistant" else None
-    if asked_sources is not None:
-        out["citations"] = asked_sources[1]
+    if m.citations is not None:  # a full-mode reply: the chunks found from its answer
+        out["mode"], out["citations"] = "full", m.citations
+    elif asked_sources is not None:
+        out["mode"], out["citations"] = "retrieval", asked_sources[1]
     if m.tool_calls is not None:  # stored as the model made them; results answer by call id
         out["tool_calls"] = m.tool_calls
     if m.tool_call_id is not None:

@@ -18,10 +18,15 @@ from mm.token_sequence import TokenSequence
 
 
 def conversation_prompt(
-    prompter: Prompter, messages: list[dict[str, Any]], replies: Mapping[int, list[int]]
+    prompter: Prompter,
+    messages: list[dict[str, Any]],
+    replies: Mapping[int, list[int]],
+    start: tuple[list[int], str] | None = None,
 ) -> TokenSequence:
     """Prompt for `messages` (template dicts, ending with the new user message), with the
-    generated ids of the assistant messages at the indexes in `replies` spliced in.
+    generated ids of the assistant messages at the indexes in `replies` spliced in. `start`:
+    (tokens, text) the prompt begins with, the tokens standing for that text wherever the
+    rendered messages begin with it (a collection's whole prefix: app/chat/full_prompt.py).
 
     A reply is spliced only if the template renders the history as a plain extension: the
     text up to the reply, then the text its ids spell, verbatim (a template that leaves a reply's
@@ -29,8 +34,8 @@ def conversation_prompt(
     tokenized from text, which is still correct, only less reusable.
     """
     full = prompter.render(messages)
-    tokens: list[int] = []
-    done = ""  # text whose tokens are `tokens`
+    tokens, done = (list(start[0]), start[1]) if start is not None else ([], "")
+    # `done`: the text whose tokens are `tokens`
     for i in sorted(replies):
         head = prompter.render(messages[:i], add_generation_prompt=True)
         spelled = prompter.text_of(replies[i])

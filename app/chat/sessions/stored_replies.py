@@ -18,6 +18,7 @@ from app.chat.templates.prompter import Prompter
 from app.chat.templates.reasoning import Thinking, split_reasoning
 from app.chat.tools import ReplyParser
 from app.chat.turn import TurnResult
+from app.chat.turn_sources import Citation, citations_json
 from app.db.records import MessageRecord, SessionRecord
 from app.db.store import Store
 from app.engine.request import RequestError
@@ -34,14 +35,22 @@ def rewind(session: SessionRecord) -> MessageRecord:
 
 
 def reply_store(
-    store: Store, prompter: Prompter, session_id: str, prompt_tokens: int, thinking: Thinking
+    store: Store,
+    prompter: Prompter,
+    session_id: str,
+    prompt_tokens: int,
+    thinking: Thinking,
+    cite: Callable[[str], list[Citation]] | None = None,
 ) -> Callable[[TurnResult], None]:
     """The end hook that stores a session message's reply, its reasoning split off as
-    `thinking` says."""
+    `thinking` says; `cite`: a full-mode turn's citations, found from the reply's text and
+    stored with it (a retrieval turn's are its user message's)."""
 
     def store_reply(result: TurnResult) -> None:
         fields = reply_fields(result, prompter, prompt_tokens)
         reasoning, content = split_reasoning(result.text, thinking)
+        if cite is not None:
+            fields["citations"] = citations_json(cite(result.text))
         store.add_message(session_id, "assistant", content, reasoning=reasoning, **fields)
 
     return store_reply

@@ -13,18 +13,20 @@ are `ChatTurns`' (app/chat/chat_turn.py), the same as a chat's.
 
 from __future__ import annotations
 
+import asyncio
 from dataclasses import dataclass
 from typing import Any, Protocol, cast
 
 from app.chat.chat_turn import Build, ChatTurns, Turn
+from app.chat.full_prompt import fits, full_conversation, remembered
 from app.chat.messages import ChatMessage
 from app.chat.sessions.session_history import History, history, turn_history
 from app.chat.sessions.session_writes import Content, Hold, NewMessage, SessionWrites, WriteNotes
-from app.chat.templates.reasoning import ReasoningAsk
+from app.chat.templates.reasoning import ReasoningAsk, Thinking
 from app.chat.tools import ReplyParser, ToolSpec
-from app.chat.turn_sources import ChatSources, RagAsk
+from app.chat.turn_sources import ChatSources, RagAsk, WholeSources
 from app.db.records import MessageRecord, SessionRecord
-from app.engine.request import RequestError
+from app.engine.request import GenerationRequest, RequestError
 
 SESSION_HOLD = Hold("session_id", "this session is already generating a reply")
 RESPONSE_HOLD = Hold(
@@ -52,11 +54,21 @@ class SessionInput:
     reasoning: ReasoningAsk | None = None
     parser: ReplyParser | None = None  # the reply's tool calls, stored with it (Responses)
     sources: tuple[RagAsk, ChatSources] | None = None  # a `rag` turn's
+    full: FullTurn | None = None  # a `rag` turn's in full-document mode: built already
     names_session: bool = False  # every response object names the session (session_id)
     notes: WriteNotes | None = None  # an Idempotency-Key's: where the messages begin, the turn
     # A retry's take-over replacing what its first try stored (`replace_from`): the turns the
     # session had then; refused if it has had others since.
     expect: int | None = None
+
+
+@dataclass(slots=True)
+class FullTurn:
+    """A session turn after its collections' whole prefix (app/chat/full_prompt.py)."""
+
+    request: GenerationRequest
+    thinking: Thinking
+    whole: WholeSources
 
 
 class SessionAsk(Protocol):
@@ -109,10 +121,13 @@ class StoredTurns:
         that `expect`s the session's turns then). The user message is stored before this
         returns, its `rag` sources first and its inline images stored; the reply by the turn's
         end hooks, its reasoning apart. `notes`: a keyed request's record of what it stores."""
-        chats, found = self.chats, None
+        chats, found, full = self.chats, None, None
         if ask.rag is not None:
             earlier = [m.content for m in session.messages if m.role == "user"]
-            found = await chats.find_sources(tenant, ask.rag, ask.text(), earlier, ask.has_images())
+            full = await self._full(session, ask, content, tenant, build, reasoning, earlier)
+        if ask.rag is not None and full is None:
+            finder = chats.finder(ask.has_images())
+            found = await finder.sources(tenant, ask.rag, ask.text(), earlier)
             content = [found.part, {"type": "text", "text": ask.text()}]
         if ask.has_images():  # a message with images has parts
             content = await chats.stored_images(
@@ -126,11 +141,40 @@ class StoredTurns:
             replace_from,
             reasoning or ReasoningAsk(),
             sources=(ask.rag, found) if ask.rag is not None and found is not None else None,
+            full=full,
             names_session=True,
             notes=notes,
             expect=expect,
         )
         return (await self.turn(session, new, tenant, build)).turn
+
+    async def _full(
+        self,
+        session: SessionRecord,
+        ask: SessionAsk,
+        content: Content,
+        tenant: str,
+        build: Build,
+        reasoning: ReasoningAsk | None,
+        earlier: list[Any],
+    ) -> FullTurn | None:
+        """A `rag` turn in full-document mode (its collections all in full mode), its content
+        stored as sent; None: answered by retrieval (retrieval collections, or the
+        conversation does not follow or fit the prefix)."""
+        chats, rag = self.chats, cast(RagAsk, ask.rag)
+        whole = await chats.finder(ask.has_images()).whole(tenant, rag, ask.text(), earlier)
+        h = history(session, content)
+        if whole is None or h.has_images:  # (a history with images is the projector's)
+            return None
+        asked = reasoning or ReasoningAsk()
+        prompter = chats.prompter_for(asked)
+        prompt = await asyncio.to_thread(full_conversation, prompter, whole, h.messages, h.replies)
+        if prompt is None:
+            return None
+        request = await build(prompt)
+        if not fits(whole, prompt, request.max_tokens):
+            return None
+        return FullTurn(request, chats.thinking_of(asked, prompt), whole)
 
     async def from_input(
         self,
@@ -167,21 +211,28 @@ class StoredTurns:
         """The one pipeline of a stored session's turn: its prompt from the stored history, the
         engine request checked before anything is stored, the new messages stored holding the
         session's turn, the reply stored (and the turn let go) by its end hooks."""
-        chats, writes = self.chats, self.writes
-        prompt, images, thinking = await chats.session_prompt(new.history, new.reasoning, tenant)
-        request = await build(prompt)
-        request.images = images
-        await chats.finish(request, session.id, tenant, new.sources)
+        chats, writes, full = self.chats, self.writes, new.full
+        if full is not None:
+            request, thinking = full.request, full.thinking
+        else:
+            prompt, images, thinking = await chats.session_prompt(
+                new.history, new.reasoning, tenant
+            )
+            request = await build(prompt)
+            request.images = images
+        whole = full.whole if full is not None else None
+        await chats.finish(request, session.id, tenant, new.sources, whole)
         chats.check(request)  # before storing: bad input or a full queue changes nothing
         inputs = await writes.store_new(
             session.id, new.messages, new.hold, new.replace_from, new.notes, new.expect
         )
+        cite = remembered(whole.cite) if whole is not None else None
         hooks = [
-            chats.reply_hook(session.id, len(prompt), thinking, new.parser),
+            chats.reply_hook(session.id, len(request.prompt), thinking, new.parser, cite),
             writes.release(session.id),
         ]
         citations = new.sources[1].citations if new.sources is not None else None
         undo = writes.undo(session.id, inputs)
         named = session.id if new.names_session else None
-        turn = Turn(request, new.route, hooks, named, citations, undo, thinking)
+        turn = Turn(request, new.route, hooks, named, citations, undo, thinking, cite)
         return StoredTurn(turn, inputs)

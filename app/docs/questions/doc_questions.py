@@ -2,7 +2,8 @@
 
 The best chunks for a query (`/search`), the prompt of a question answered from them with
 citations (`/ask`), and the sources with citations of a chat turn that asks for `rag`
-(/v1/chat/completions and session turns, through app/chat/chat_turn.py).
+(/v1/chat/completions and session turns, through app/chat/chat_turn.py), or its collections
+whole when they are in full mode.
 """
 
 from __future__ import annotations
@@ -10,12 +11,13 @@ from __future__ import annotations
 import asyncio
 from typing import Any, Protocol
 
-from app.chat.turn_sources import ChatSources, Citation, RagAsk
+from app.chat.turn_sources import ChatSources, Citation, RagAsk, WholeSources
 from app.db.documents.document_records import ChunkRecord, CollectionRecord
 from app.docs.doc_lookup import load_collection
 from app.docs.document_service import Documents
 from app.docs.questions.blend_request import blend_plan, wants_blend
 from app.docs.questions.chat_sources import citation, cited_before, sources_part
+from app.docs.questions.full_chat import chat_prefix
 from app.docs.questions.full_question import full_question
 from app.docs.questions.retrieval import DocQuestion, Retrieved, lay_out, search
 from app.engine.engine import Engine
@@ -111,6 +113,24 @@ class DocQuestions:
         # The KV of the whole history holds every document cited in it.
         documents = frozenset(before | {c.document_id for c in citations})
         return ChatSources(part, citations, documents)
+
+    async def whole(
+        self, tenant: str, rag: RagAsk, question: str, history: list[Any]
+    ) -> WholeSources | None:
+        """A chat turn's collections whole when every one it names is in full mode (each must
+        be the tenant's): app/docs/questions/full_chat.py. None: answered by retrieval (a
+        collection in retrieval mode, one far over the context, or no full mode here)."""
+        prefixes = self.docs.prefixes
+        if prefixes is None:
+            return None
+        collections = [
+            await load_collection(self.docs, tenant, collection_id)
+            for collection_id in dict.fromkeys(rag.collection_ids)
+        ]
+        if any(c.mode != "full" for c in collections):
+            return None
+        _, before = cited_before(history)
+        return await chat_prefix(prefixes, collections, question, frozenset(before))
 
     async def blend(
         self, tenant: str, rag: RagAsk, citations: list[Citation], request: GenerationRequest

@@ -108,6 +108,7 @@ def test_add_message_to_a_missing_session_raises_key_error(store: Store):
         {"content": ["not a part"]},
         {"token_ids": [1, "2"]},
         {"error": "nul\x00"},
+        {"citations": ["not an object"]},
     ],
 )
 def test_invalid_values_raise_value_error_and_store_nothing(store: Store, kwargs: dict):
@@ -117,6 +118,18 @@ def test_invalid_values_raise_value_error_and_store_nothing(store: Store, kwargs
     with pytest.raises(ValueError):
         store.add_message(sid, role, content, **args)
     assert store.get_session(sid).n_messages == 0
+
+
+def test_a_full_mode_reply_keeps_its_citations_and_a_fork_copies_them(store: Store):
+    sid = store.create_session().id
+    store.add_message(sid, "user", "Where is Etna?")
+    cited = [{"index": 3, "chunk_id": "chunk-7", "document_id": "doc-1", "score": 0.5}]
+    store.add_message(sid, "assistant", "In Sicily.", citations=cited)
+    store.add_message(sid, "assistant", "No sources.", citations=[])
+    user, reply, none = store.get_session(sid).messages
+    assert user.citations is None and reply.citations == cited and none.citations == []
+    fork = store.fork_session(sid, 2)
+    assert [m.citations for m in fork.messages] == [None, cited]
 
 
 def test_delete_cascades_to_messages(store: Store):
