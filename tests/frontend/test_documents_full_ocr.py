@@ -156,3 +156,9 @@ def test_full_document_mode_is_switched_in_the_panel_and_its_prefix_shows_cached
     collection.get_by_label("Answer from manual").check()
     chat.say("How often is the pump of station 7 serviced?")
     expect(chat.error).to_have_count(0)
+    # The chat's turn was answered in full mode, after the prefix computed in the background.
+    listed = httpx.get(f"{base}/v1/sessions", timeout=30).json()["data"]
+    sid = next(s["id"] for s in listed if s["title"] == "full")
+    answer = chat.stored(sid)[-1]
+    assert answer["role"] == "assistant" and answer["mode"] == "full", answer
+    assert answer["usage"]["prompt_tokens_details"]["cached_tokens"] >= tokens

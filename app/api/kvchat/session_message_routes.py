@@ -13,7 +13,7 @@ from app.api.kvchat.session_schemas import RegenerateRequest, SessionMessageRequ
 from app.api.lookups import SessionDep
 from app.api.services import ServicesDep
 from app.api.turn_reply import session_turn
-from app.chat.sessions.stored_replies import rewind
+from app.chat.sessions.stored_replies import own_words, rewind
 
 router = APIRouter(prefix="/v1/sessions")
 
@@ -30,8 +30,10 @@ async def regenerate(
     session: SessionDep, body: RegenerateRequest, http: Request, services: ServicesDep
 ):
     """Answer the last user message again: its turn (the message and its reply) is replaced by
-    the new one in the same transaction as the message is stored again."""
+    the new one in the same transaction as the message is stored again. With `rag`, the user's
+    own words are asked again with it (a `rag` turn's stored sources are found anew)."""
     last = rewind(session)
-    fields = {**body.model_dump(exclude_unset=True), "content": last.content}
+    content = last.content if body.rag is None else own_words(last)
+    fields = {**body.model_dump(exclude_unset=True), "content": content}
     message = SessionMessageRequest.model_validate(fields)
     return await session_turn(services, session, message, http, replace_from=last.seq)

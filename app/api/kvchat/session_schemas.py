@@ -97,7 +97,10 @@ class ForkSessionRequest(BaseModel):
 
 
 class RegenerateRequest(GenerationFields):
-    """Answer the last user message again (its reply is replaced); sampling overrides only."""
+    """Answer the last user message again (its reply is replaced): sampling overrides, and the
+    `rag` to answer it with (as a message takes it; none: the message as stored)."""
+
+    rag: RagOptions | None = None
 
 
 class SessionMessageRequest(GenerationFields):

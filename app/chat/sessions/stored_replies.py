@@ -2,7 +2,7 @@
 ends, whatever its status (complete, cancelled or error, also when the client went away or the
 server stopped), its reasoning apart (a Responses turn's: its tool calls); the fields every
 stored reply records; and, for regenerate, the last question taken off a loaded session with
-the reply that followed it.
+the reply that followed it, and its user's own words.
 
 A stored reply keeps its generated token ids only where they are exactly what its text
 tokenizes to: the next turn's prompt splices them in (app/chat/sessions/conversation.py) in place
@@ -32,6 +32,18 @@ def rewind(session: SessionRecord) -> MessageRecord:
         raise RequestError("the session has no user message to answer", param="session_id")
     session.messages = [m for m in session.messages if m.seq < last.seq]
     return last
+
+
+def own_words(m: MessageRecord) -> str | list[dict[str, Any]]:
+    """A user message's content less the sources part a `rag` turn put before the user's words
+    (marked with its `citations`: app/docs/questions/chat_sources.py); a lone text part left is
+    its text."""
+    if not isinstance(m.content, list):
+        return m.content
+    own = [p for p in m.content if not (isinstance(p, dict) and p.get("citations"))]
+    if len(own) == 1 and own[0].get("type") == "text":
+        return own[0]["text"]
+    return own
 
 
 def reply_store(

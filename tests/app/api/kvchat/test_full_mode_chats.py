@@ -91,6 +91,12 @@ def test_session_turns_on_a_full_collection_reuse_its_prefix_from_every_session_
     assert again["mode"] == "full"
     turn = first["usage"]["prompt_tokens"] + first["usage"]["completion_tokens"] - 1
     assert cached_tokens(again) >= turn
+    # Regenerated: the same prompt again, all of it reused but the last token.
+    body = {"rag": rag, "max_tokens": 4, "temperature": 0}
+    r = as_tenant(keyed, who, "POST", f"/v1/sessions/{sid}/regenerate", json=body)
+    assert r.status_code == 200, r.text
+    assert r.json()["mode"] == "full"
+    assert cached_tokens(r.json()) >= again["usage"]["prompt_tokens"] - 1
     # The stored user messages are the user's own words (the prefix is the collection's).
     asked = [m for m in stored(keyed, sid) if m["role"] == "user"]
     assert [m["content"] for m in asked] == ["When was the harbour built?", "And who built it?"]
@@ -188,6 +194,14 @@ def test_a_retrieval_collection_and_a_mix_of_modes_are_answered_by_retrieval(key
         asked = stored(keyed, sid)[0]
         assert asked["content"][0]["text"].startswith("Sources:")
         assert asked["citations"] == reply["citations"]
+        # Regenerated with its rag: the user's words asked again, the sources found anew.
+        body = {"rag": {**rag, "top_k": 1}, "max_tokens": 4, "temperature": 0}
+        r = as_tenant(keyed, "alice", "POST", f"/v1/sessions/{sid}/regenerate", json=body)
+        assert r.status_code == 200, r.text
+        assert r.json()["mode"] == "retrieval" and r.json()["citations"] == reply["citations"]
+        again = stored(keyed, sid)
+        assert len(again) == 2 and again[0]["question"] == "Who rings the bell?"
+        assert again[0]["content"] == asked["content"]
 
 
 def test_several_full_collections_go_whole_in_the_order_the_rag_names_them(keyed):
