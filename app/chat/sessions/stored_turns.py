@@ -163,8 +163,10 @@ class StoredTurns:
         conversation does not follow or fit the prefix)."""
         chats, rag = self.chats, cast(RagAsk, ask.rag)
         whole = await chats.finder(ask.has_images()).whole(tenant, rag, ask.text(), earlier)
+        if whole is None:
+            return None
         h = history(session, content)
-        if whole is None or h.has_images:  # (a history with images is the projector's)
+        if h.has_images:  # (a history with images is the projector's, ids and all)
             return None
         asked = reasoning or ReasoningAsk()
         prompter = chats.prompter_for(asked)
