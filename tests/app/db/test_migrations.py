@@ -53,7 +53,7 @@ def test_upgrade_creates_the_tables_and_a_second_upgrade_is_a_no_op(database_url
     assert current(database_url) is None
     upgrade(database_url)
     assert tables(database_url) == TABLES | {"alembic_version"}
-    assert current(database_url) == head() == "0012"
+    assert current(database_url) == head() == "0013"
 
     store = Store(database_url)
     sid = store.create_session().id
