@@ -437,7 +437,10 @@ class Settings(DerivedSettings, BaseSettings):
     ocr_max_pages: int = setting(200, "--ocr-max-pages", group=DOCUMENTS, ge=1)
     """most pages of one upload read by OCR (a PDF's pages without text, an image's frames);
     more are refused at upload (413)"""
-    ocr_max_pixels: int = setting(50_000_000, "--ocr-max-pixels", group=DOCUMENTS, ge=1)
+    # Pillow's own guard (Image.MAX_IMAGE_PIXELS, 89,478,485) refuses more in any case.
+    ocr_max_pixels: int = setting(
+        50_000_000, "--ocr-max-pixels", group=DOCUMENTS, ge=1, le=89_478_485
+    )
     """largest width x height of a page of an image upload (decompression-bomb guard: refused
     from its header, 400)"""
 

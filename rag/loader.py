@@ -30,7 +30,7 @@ from rag.docx_loader import docx_text
 from rag.errors import DocumentError
 from rag.ocr.page_images import count_pages
 from rag.parse_limits import Deadline, ParseLimits
-from rag.pdf_pages import page_texts
+from rag.pdf_pages import image_pixels, page_texts, too_many_pixels
 
 KINDS = {
     ".txt": "text",
@@ -271,6 +271,9 @@ def _pdf(data: bytes, limits: ParseLimits, deadline: Deadline) -> LoadedDocument
             )
         return paged(pages, "pdf")
     _check_ocr_pages(len(scanned), limits.ocr_max_pages, "pages without text")
+    for page, pixels in image_pixels(data, scanned, deadline).items():
+        if pixels > limits.max_image_pixels:
+            raise too_many_pixels(page, pixels, limits.max_image_pixels)
     for page in scanned:
         pages[page - 1] = ""
     return paged(pages, "pdf", scanned)

@@ -18,13 +18,13 @@ import math
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Protocol
 
 from PIL import Image
 
 from rag.errors import DocumentError, OcrError
 from rag.ocr.deskew import deskew
 from rag.ocr.page_images import page_image
-from rag.ocr.tesseract import Tesseract
 from rag.pdf_pages import PdfRenderer
 
 log = logging.getLogger(__name__)
@@ -33,13 +33,21 @@ WORK_PIXELS = 12_000_000  # a page larger than this is scaled down before it is 
 BeforePage = Callable[[int, int], bool]
 
 
+class PageReader(Protocol):
+    """An OCR engine (rag/ocr/tesseract.py `Tesseract`): one page image -> its text, or
+    `OcrError` if it failed or took longer than `timeout` seconds."""
+
+    def read(self, image: Image.Image, timeout: float, dpi: int | None = None) -> str: ...
+
+
 @dataclass(slots=True, frozen=True)
 class OcrOptions:
-    engine: Tesseract
+    engine: PageReader
     dpi: int = 300  # a PDF page's rendering
     page_timeout: float = 60.0  # seconds one page may take
     timeout: float = 600.0  # seconds all pages of one document may take
-    max_pixels: int = 50_000_000  # an image page's width x height (checked at upload too)
+    # An image page's width x height, a PDF page's images' together (checked at upload too).
+    max_pixels: int = 50_000_000
 
 
 @dataclass(slots=True)
@@ -91,7 +99,7 @@ def _read(
     source: bytes, renderer: PdfRenderer | None, page: int, options: OcrOptions, left: float
 ) -> str:
     if renderer is not None:
-        image, dpi = renderer.render(page, options.dpi, WORK_PIXELS)
+        image, dpi = renderer.render(page, options.dpi, WORK_PIXELS, options.max_pixels)
     else:
         image = page_image(source, page, options.max_pixels)
         image, dpi = _within(image, WORK_PIXELS), None

@@ -25,8 +25,9 @@ FORMATS = ("PNG", "JPEG", "TIFF", "WEBP")  # Pillow's names
 
 
 @contextmanager
-def _opened(data: bytes) -> Iterator[Image.Image]:
-    """The image, every way Pillow can fail on bad data turned into `DocumentError`."""
+def _opened(data: bytes, max_pixels: int) -> Iterator[Image.Image]:
+    """The image, every way Pillow can fail on bad data turned into `DocumentError`. Pillow's
+    own decompression-bomb guard (Image.MAX_IMAGE_PIXELS) refuses headers past it first."""
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("error", Image.DecompressionBombWarning)
@@ -39,7 +40,11 @@ def _opened(data: bytes) -> Iterator[Image.Image]:
                 yield image
     except DocumentError:
         raise
-    except (UnidentifiedImageError, Image.DecompressionBombError, Image.DecompressionBombWarning):
+    except (Image.DecompressionBombError, Image.DecompressionBombWarning) as e:
+        raise DocumentError(
+            f"the image has more pixels than the limit of {max_pixels} (--ocr-max-pixels): {e}"
+        ) from None
+    except UnidentifiedImageError:
         raise DocumentError("the file is not an image this server can read") from None
     except (OSError, ValueError, SyntaxError, EOFError, MemoryError) as e:
         raise DocumentError(f"the image is corrupt or truncated: {e}") from None
@@ -57,7 +62,7 @@ def _check_size(image: Image.Image, page: int, max_pixels: int) -> None:
 def count_pages(data: bytes, max_pixels: int, max_pages: int | None, deadline: Deadline) -> int:
     """The image's pages (frames), each checked and decoded once; `DocumentError` (400, or
     413 over a limit) saying what is wrong."""
-    with _opened(data) as image:
+    with _opened(data, max_pixels) as image:
         pages = 0
         while True:
             try:
@@ -79,7 +84,7 @@ def count_pages(data: bytes, max_pixels: int, max_pages: int | None, deadline: D
 
 def page_image(data: bytes, page: int, max_pixels: int) -> Image.Image:
     """Page `page` (1-based) of a checked upload, upright and greyscale."""
-    with _opened(data) as image:
+    with _opened(data, max_pixels) as image:
         try:
             image.seek(page - 1)
         except EOFError:
