@@ -169,11 +169,12 @@ def measure(name: str, read: Reader, condition: Condition, n: int) -> Row:
     return row
 
 
-def report(rows: list[Row], n: int) -> str:
+def report(rows: list[Row], n: int, load: float) -> str:
     lines = [
         f"OCR on {n} pages of this repository's docs per condition (bench/ocr_accuracy.py),"
-        f" {os.cpu_count()} cores; CER and WER: edit distance over the reference's characters"
-        " and words (lower is better); pages/s: one page after another.",
+        f" {time.strftime('%Y-%m-%d')}, {os.cpu_count()} cores (load average {load:.1f} at the"
+        " start); CER and WER: edit distance over the reference's characters and words (lower"
+        " is better); pages/s: one page after another.",
         "",
         "| engine | condition | CER | WER | pages/s |",
         "|---|---|---:|---:|---:|",
@@ -198,7 +199,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--engines", default=DEFAULT_ENGINES, help=", ".join(READERS))
     parser.add_argument("--out", type=Path, default=RESULTS)
     args = parser.parse_args(argv)
-    rows = []
+    rows, load = [], os.getloadavg()[0]
     for name in args.engines.split(","):
         read = READERS[name]()
         if read is None:
@@ -209,7 +210,7 @@ def main(argv: list[str] | None = None) -> int:
             row = measure(name, read, condition, args.pages)
             print(f"{name} {condition.name}: CER {row.cer:.3f} {row.pages / row.seconds:.2f} p/s")
             rows.append(row)
-    text = report(rows, args.pages)
+    text = report(rows, args.pages, load)
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(text)
     print(text)

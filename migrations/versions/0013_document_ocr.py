@@ -3,7 +3,7 @@ read or failed.
 
 Revision ID: 0013
 Revises: 0012
-Create Date: 2026-12-01
+Create Date: 2026-11-28
 
 Written by hand. Plain nullable columns (and a counter defaulting to 0): SQLite adds them in
 place; documents from before this revision needed no OCR (a scanned PDF was refused), which
