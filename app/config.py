@@ -256,7 +256,8 @@ class Settings(DerivedSettings, BaseSettings):
     reasoning_format: Literal["none", "deepseek", "deepseek-legacy", "auto"] = setting(
         "auto", "--reasoning-format", group=REASONING
     )
-    """a reply's `<think>` block: deepseek and auto put it in `reasoning_content`;
+    """a reply's `<think>` block: deepseek puts it in `reasoning_content`, and auto does where
+    the chat template knows reasoning (as llama-server's template analysis);
     deepseek-legacy also keeps it in the content; none leaves it in the content (a request's
     `reasoning_format` overrides)"""
     reasoning: Literal["on", "off", "auto"] = setting(
@@ -388,6 +389,15 @@ class Settings(DerivedSettings, BaseSettings):
     kv_reuse: Literal["prefix", "blend"] = setting("prefix", "--kv-reuse", group=DOCUMENTS)
     """document requests' default KV reuse: prefix only, or chunk KV at any position (blend;
     docs/blend.md); a collection's or a request's `kv_reuse` overrides it"""
+    # Full-document mode (app/docs/questions/collection_prefix.py): the whole collection before
+    # the question; a collection that leaves less than this free is too long for it.
+    doc_full_reserve: int = setting(256, "--doc-full-reserve", group=DOCUMENTS, ge=1)
+    """tokens a full-mode question keeps free in its context for the question and the answer:
+    a collection whose documents leave less is too long for full mode (400, or retrieval when
+    the request asks for that fallback)"""
+    doc_full_prefill: bool = setting(True, "--doc-full-prefill", group=DOCUMENTS)
+    """compute a full-mode collection's whole prefix into the prefix cache in the background
+    after its documents change (off: the first full question computes it)"""
     # Replicas on one database (app/db/replicas/ingest_claims.py): a live worker renews its claim
     # every third of this; a dead one's documents wait this long before another replica takes them.
     ingest_lease: float = setting(30.0, "--ingest-lease", group=DOCUMENTS, gt=0.0)

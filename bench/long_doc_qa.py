@@ -2,15 +2,21 @@
 
     python -m bench.long_doc_qa [--quick] [--servers ours,llama-server] [--runs N] [--out DIR]
 
-N documents of about L tokens each (fresh random text, a unique tag first), each prompt one
-document and a short question (chat, streamed, greedy, every reply the same length):
+N documents of about L tokens each, each prompt one document (chat, streamed, greedy, every
+reply the same length), of two kinds:
+- random words: fresh random text, a unique tag first, and a short question;
+- LMCache documents, as LMCache's long_doc_qa writes them: the document's number, then one word
+  repeated (`"3" + "hi hi ..."`), so the prompts share all their text but the number.
+Per kind:
 - round 1 (cold): every prompt once, in order, 4 requests in flight (the first 4 at once);
 - round 2 (warm): the same prompts again in a random order, 4 in flight.
-Each row: mean TTFT of the round per server and ours / llama-server. Both servers are up at
-once and take turns, the order swapped from one run to the next (this machine's speed drifts
-from minute to minute); each run has fresh documents, and each figure is the mean over the runs.
-Targets: both rounds at most llama-server's mean TTFT. `python -m bench.compare` runs the same
-`run()` (`--no-long-doc-qa` skips it).
+Each row: mean TTFT of the round per server and ours / llama-server. Each server is started for
+its turn and stopped after it, so it is timed alone on the machine (a server idle beside the
+timed one changed the timed one's cold round by 8-10% here); the order swaps from one run to
+the next, each run has fresh documents, and each figure is the mean over the runs. The report
+gives each server's CPU seconds during its turns and names any other server process found
+running. Targets: every round at most llama-server's mean TTFT. `python -m bench.compare` runs
+the same `run()` (`--no-long-doc-qa` skips it).
 """
 
 from __future__ import annotations
@@ -22,7 +28,6 @@ import statistics
 import sys
 import time
 from concurrent.futures import ThreadPoolExecutor
-from contextlib import ExitStack
 from dataclasses import dataclass, replace
 from pathlib import Path
 
@@ -34,6 +39,9 @@ from bench.lib.targets import Target, failed_lines, ratio_table, table_lines, ta
 
 RESULTS = ROOT / "bench" / "results"
 COLD, WARM = "round 1 (cold)", "round 2 (warm)"
+LM_COLD, LM_WARM = f"{COLD}, LMCache documents", f"{WARM}, LMCache documents"
+KINDS = {"random": (COLD, WARM), "lmcache": (LM_COLD, LM_WARM)}
+ROUNDS = (COLD, WARM, LM_COLD, LM_WARM)
 NAMES = ("ours", "llama-server")
 # A server's idle work after a turn (parking KV, a next turn's boundary) ends before the other
 # server is timed.
@@ -61,11 +69,22 @@ def document(words: int, rnd: random.Random) -> str:
     return f"Document {nonce()}.\n{body}"
 
 
-def prompts(plan: Plan, rnd: random.Random) -> list[list[dict]]:
+def prompts(plan: Plan, rnd: random.Random, kind: str = "random") -> list[list[dict]]:
+    if kind == "lmcache":
+        # LMCache's own documents are numbered from 0 in every run; a server is fresh each turn.
+        return [
+            [{"role": "user", "content": lmcache_document(i, plan.words)}]
+            for i in range(plan.documents)
+        ]
     return [
         [{"role": "user", "content": f"{document(plan.words, rnd)}\n\n{QUESTION}"}]
         for _ in range(plan.documents)
     ]
+
+
+def lmcache_document(i: int, words: int) -> str:
+    """As LMCache's long_doc_qa writes a document: its number, then one word repeated."""
+    return str(i) + " ".join(["hi"] * words)
 
 
 def run_round(base: str, batch: list[list[dict]], plan: Plan, bias: dict) -> list[Result]:
@@ -78,23 +97,24 @@ def run_round(base: str, batch: list[list[dict]], plan: Plan, bias: dict) -> lis
         return list(pool.map(ask, batch))
 
 
-def run_once(peer: peers.Peer, plan: Plan, bias: dict, seed: int) -> dict:
+def run_once(peer: peers.Peer, plan: Plan, bias: dict, seed: int, kind: str = "random") -> dict:
     """Both rounds on fresh documents: {round: [ttft, ...]} and the prompts' token counts."""
+    cold_key, warm_key = KINDS[kind]
     rnd = random.Random(seed)
-    batch = prompts(plan, rnd)
+    batch = prompts(plan, rnd, kind)
     cold = run_round(peer.base_url, batch, plan, bias)
     again = batch[:]
     rnd.shuffle(again)
     warm = run_round(peer.base_url, again, plan, bias)
     out = {
-        COLD: [r.ttft for r in cold],
-        WARM: [r.ttft for r in warm],
+        cold_key: [r.ttft for r in cold],
+        warm_key: [r.ttft for r in warm],
         "prompt_tokens": [r.prompt_tokens for r in cold],
         "warm_tokens": [(r.prompt_tokens, r.cached_tokens) for r in warm],
     }
     print(
-        f"{peer.name:14} {COLD}: {statistics.fmean(out[COLD]) * 1000:7.1f} ms   "
-        f"{WARM}: {statistics.fmean(out[WARM]) * 1000:7.1f} ms",
+        f"{peer.name:14} {kind:8} cold: {statistics.fmean(out[cold_key]) * 1000:7.1f} ms   "
+        f"warm: {statistics.fmean(out[warm_key]) * 1000:7.1f} ms",
         flush=True,
     )
     return out
@@ -109,39 +129,60 @@ def run(
     n_runs = runs or plan.runs
     bias = peers.eog_logit_bias(model)
     report: dict = {"plan": plan.__dict__ | {"runs": n_runs}, "servers": {}, "failed": {}}
-    with ExitStack() as stack:
-        started = []
-        for name in [n for n in NAMES if n in names]:
-            try:
-                peer = peers.make(name, model)
-                stack.callback(peer.stop)
-                peer.start()
-                stream_chat(peer.base_url, [{"role": "user", "content": "Hello"}], max_tokens=2)
-                started.append(peer)
-            except (peers.PeerUnavailable, RuntimeError) as e:
-                report["failed"][name] = f"{type(e).__name__}: {e}"
-        samples: dict[str, list[dict]] = {p.name: [] for p in started}
+    chosen = [n for n in NAMES if n in names]
+    samples: dict[str, dict[str, list[dict]]] = {n: {k: [] for k in KINDS} for n in chosen}
+    turns: dict[str, list[dict]] = {n: [] for n in chosen}
+    for kind in KINDS:
         for i in range(n_runs):
-            order = started if i % 2 == 0 else started[::-1]
-            for peer in order:
-                samples[peer.name].append(run_once(peer, plan, bias, seed=1000 * i + 1))
-                time.sleep(PAUSE_S)
-    for name, done in samples.items():
-        report["servers"][name] = summarize(done)
+            for name in chosen if i % 2 == 0 else chosen[::-1]:
+                if name in report["failed"]:
+                    continue
+                try:
+                    done, conditions = alone(name, model, plan, bias, 1000 * i + 1, kind)
+                except (peers.PeerUnavailable, RuntimeError) as e:
+                    report["failed"][name] = f"{type(e).__name__}: {e}"
+                    continue
+                samples[name][kind].append(done)
+                turns[name].append(conditions)
+    for name, kinds in samples.items():
+        if all(kinds.values()):
+            report["servers"][name] = summarize(kinds) | {"turns": turns[name]}
     return report
 
 
-def summarize(done: list[dict]) -> dict:
+def alone(name: str, model: str, plan: Plan, bias: dict, seed: int, kind: str) -> tuple[dict, dict]:
+    """One turn of `name`, started for it and stopped after it: (its rounds, the conditions:
+    its CPU seconds during the rounds and the other servers found running)."""
+    peer = peers.make(name, model)
+    try:
+        peer.start()
+        stream_chat(peer.base_url, [{"role": "user", "content": "Hello"}], max_tokens=2)
+        assert peer.process.proc is not None
+        others = peers.other_servers(exclude={peer.process.proc.pid})
+        cpu = peer.process.cpu_seconds() or 0.0
+        done = run_once(peer, plan, bias, seed, kind)
+        used = (peer.process.cpu_seconds() or 0.0) - cpu
+    finally:
+        peer.stop()
+    time.sleep(PAUSE_S)
+    return done, {"kind": kind, "cpu_s": round(used, 2), "other_servers": others}
+
+
+def summarize(kinds: dict[str, list[dict]]) -> dict:
+    """Per round: the mean over the runs, and each run's mean; prompt size and cached share of
+    the random-word documents' warm round."""
+    out: dict = {"runs": {}}
+    for kind, done in kinds.items():
+        for key in KINDS[kind]:
+            per_run = [statistics.fmean(d[key]) for d in done]
+            out[key], out["runs"][key] = statistics.fmean(per_run), per_run
+    done = kinds["random"]
     tokens = [t for d in done for t in d["prompt_tokens"] if t is not None]
     warm = [(p, c) for d in done for p, c in d["warm_tokens"] if p and c is not None]
-    return {
-        COLD: statistics.fmean(statistics.fmean(d[COLD]) for d in done),
-        WARM: statistics.fmean(statistics.fmean(d[WARM]) for d in done),
-        "runs": {k: [statistics.fmean(d[k]) for d in done] for k in (COLD, WARM)},
-        "prompt_tokens": statistics.fmean(tokens) if tokens else None,
-        # Of round 2's prompt tokens, the share served from cache.
-        "cached_share_warm": sum(c for _, c in warm) / sum(p for p, _ in warm) if warm else None,
-    }
+    out["prompt_tokens"] = statistics.fmean(tokens) if tokens else None
+    # Of round 2's prompt tokens, the share served from cache.
+    out["cached_share_warm"] = sum(c for _, c in warm) / sum(p for p, _ in warm) if warm else None
+    return out
 
 
 def _pair(report: dict, key: str) -> tuple[float | None, float | None]:
@@ -156,7 +197,8 @@ def targets(report: dict) -> list[Target]:
     """Mean TTFT of both rounds at most llama-server's."""
     if not {"ours", "llama-server"} <= set(report["servers"]):
         return []
-    return [target(name, ours, peer, 1.0, at_most=True) for name, ours, peer in values(report)]
+    rows = [(f"long-document QA, mean TTFT: {key}", *_pair(report, key)) for key in ROUNDS]
+    return [target(name, ours, peer, 1.0, at_most=True) for name, ours, peer in rows]
 
 
 def values(report: dict) -> list[tuple[str, float | None, float | None]]:
@@ -176,9 +218,23 @@ def markdown(report: dict) -> str:
         f"{plan['runs']} runs.",
         "",
     ]
-    table = [(key, [s[key] for s in servers.values()], *_pair(report, key)) for key in (COLD, WARM)]
+    table = [(key, [s[key] for s in servers.values()], *_pair(report, key)) for key in ROUNDS]
     lines += ratio_table(list(servers), table, first="round") + failed_lines(report)
+    lines += ["", *conditions(report)]
     return "\n".join(lines) + "\n"
+
+
+def conditions(report: dict) -> list[str]:
+    """How the servers ran: each alone, its CPU seconds per turn, anything else running."""
+    lines = ["Each server ran alone (started for its turn, stopped after it)."]
+    for name, server in report["servers"].items():
+        turns = server.get("turns", [])
+        cpu = ", ".join(f"{t['cpu_s']:.0f}" for t in turns)
+        others = sorted({o for t in turns for o in t["other_servers"]})
+        lines.append(
+            f"- {name}: CPU seconds per turn: {cpu}; other servers: {'; '.join(others) or 'none'}"
+        )
+    return lines
 
 
 def main(argv: list[str] | None = None) -> int:

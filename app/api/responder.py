@@ -54,6 +54,10 @@ class Reply:
     writer: EventWriter | None = None
     # A chat reply's reasoning split (app/chat/templates/reasoning.py); None: the text as it comes.
     thinking: Thinking | None = None
+    # Fields made from the whole text once it is complete (a full-mode answer's citations):
+    # sent in a chunk of their own after the closing one when streaming, put on the whole
+    # object otherwise.
+    epilogue: Callable[[str], dict[str, Any]] | None = None
 
 
 def _sse(obj: dict[str, Any] | str) -> str:
@@ -154,6 +158,8 @@ async def respond(
                 if reply.thinking is not None:
                     whole = with_reasoning(whole, reply.thinking)
                 whole.update(reply.prelude)
+                if reply.epilogue is not None:
+                    whole.update(reply.epilogue("".join(rec.parts)))
                 if reply.reshape is not None:
                     whole = reply.reshape(whole)
                 return JSONResponse(whole)
@@ -205,6 +211,8 @@ async def _stream(
                 await ending.finish()
                 timings = {**event.timings.as_dict(), **reply.timings}
                 yield _sse(envelope.chunk(shape.closing(event.finish_reason), timings=timings))
+                if reply.epilogue is not None:
+                    yield _sse(envelope.chunk(None, **reply.epilogue("".join(rec.parts))))
                 if include_usage:  # the last chunk: the timings too, as llama-server
                     yield _sse(envelope.chunk(None, usage=usage(event), timings=timings))
             elif isinstance(event, Failed):

@@ -177,6 +177,7 @@ def _answer_shape(whole: dict[str, Any]) -> dict[str, Any]:
         "object": "collection.answer",
         "created": whole["created"],
         "model": whole["model"],
+        "mode": whole["mode"],
         "answer": choice["message"]["content"],
         "finish_reason": choice["finish_reason"],
         "citations": whole["citations"],
@@ -193,7 +194,9 @@ async def reply_answer(
     salt: str,
     http: Request,
 ) -> Response:
-    """A question to a collection (/ask), answered in a shape of its own."""
+    """A question to a collection (/ask), answered in a shape of its own: `mode` says what was
+    put before the question. Retrieval's citations (the chunks of the prompt) come first;
+    full mode's are found from the answer (`DocQuestion.cite`), last."""
     request = body.generation(
         TokenSequence(question.layout.tokens),
         services.settings.seed,
@@ -204,8 +207,12 @@ async def reply_answer(
     reply = Reply(
         ChatShape,
         "ask",
-        prelude={"citations": citations_json(citations)},
+        prelude={"mode": question.mode, "citations": citations_json(citations)},
         timings={"retrieval_ms": round(question.retrieval_ms, 3)},
         reshape=_answer_shape,
     )
+    cite = question.cite
+    if cite is not None:
+        reply.prelude = {"mode": question.mode}
+        reply.epilogue = lambda text: {"citations": citations_json(cite(text))}
     return await respond(services, request, body, reply, http)

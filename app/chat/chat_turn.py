@@ -160,7 +160,8 @@ class ChatTurns:
 
     def _thinking(self, reasoning: ReasoningAsk, prompt: TokenSequence) -> Thinking:
         tail = self.prompter.tail_text(prompt)  # does the prompt leave the model in a thought?
-        return reasoning.thinking(self.settings.reasoning_format, tail)
+        reasons = self.prompter.knows_reasoning
+        return reasoning.thinking(self.settings.reasoning_format, tail, reasons)
 
     async def count_prompt(
         self,

@@ -229,3 +229,26 @@ class _quiet_stderr:
     def __exit__(self, *exc: object) -> None:
         os.dup2(self._saved, 2)
         os.close(self._saved)
+
+
+def other_servers(exclude: set[int] = frozenset()) -> list[str]:  # type: ignore[assignment]
+    """Server processes running on this machine besides `exclude` (pids): llama-server, ours,
+    llama-cpp-python's. A timed server shares 2 cores with them, so a report names them."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit() or int(entry.name) in exclude:
+            continue
+        try:
+            argv = (entry / "cmdline").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        words = [a.decode(errors="replace") for a in argv if a]
+        line = " ".join(words)
+        if any(w.endswith("llama-server") for w in words[:1]) or _is_python_server(words):
+            found.append(f"{entry.name}: {line[:120]}")
+    return found
+
+
+def _is_python_server(words: list[str]) -> bool:
+    modules = ("app", "app.router_server", "llama_cpp.server")
+    return "-m" in words and any(m in words for m in modules)

@@ -85,6 +85,7 @@ def markdown(report: dict) -> str:
             t = report["servers"][n]["throughput"].get(key)
             cells += f" {_f(t['tokens_per_s'], 1) if t else 'error'} |"
         lines.append(f"| {key} |{cells}")
+    lines += ["", _idle_line(report)]
     if report.get("decode_churn"):
         lines += ["", decode_churn.markdown(report["decode_churn"]).rstrip("\n")]
     if report.get("doc_qa"):
@@ -101,6 +102,13 @@ def markdown(report: dict) -> str:
         lines += ["", cluster_report.markdown(report["cluster"]).rstrip("\n")]
     lines += ["", *table_lines(targets(report))]
     return "\n".join(head + lines) + "\n"
+
+
+def _idle_line(report: dict) -> str:
+    """What each server computed while another was timed: its share of the 2 cores was free."""
+    idle = [(n, s.get("idle_cpu_s")) for n, s in report["servers"].items()]
+    shown = ", ".join(f"{n} {v:.1f} s" for n, v in idle if v is not None)
+    return f"CPU used by each server while the others were timed: {shown or 'not measured'}."
 
 
 def chart(report: dict, path: Path) -> None:

@@ -64,6 +64,18 @@ class ManagedProcess:
         self.stop()
         raise TimeoutError(f"{self.name} did not start:\n{self.log()}")
 
+    def cpu_seconds(self) -> float | None:
+        """CPU time (user + system) the process has used so far; None when it is not running.
+        A bench that keeps several servers up shows with it that the idle ones computed nothing
+        while another was timed."""
+        if self.proc is None or self.proc.poll() is not None:
+            return None
+        try:
+            fields = Path(f"/proc/{self.proc.pid}/stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            return None
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
     def log(self, n: int = 5000) -> str:
         return self.log_path.read_text(errors="replace")[-n:] if self.log_path.exists() else ""
 

@@ -140,6 +140,9 @@ def _new_report(peer: peers.Peer) -> dict:
         "rows": [],
         "throughput": {},
         "errors": {},
+        # CPU seconds it used while the other servers were timed (it should be ~0: an idle
+        # server that computes distorts the timed one's figures).
+        "idle_cpu_s": 0.0,
     }
 
 
@@ -196,13 +199,20 @@ def _start(peer: peers.Peer, model: str) -> peers.Peer:
     return peer
 
 
-def _turns(started: list[peers.Peer], repeats: int) -> Iterator[peers.Peer]:
+def _turns(
+    started: list[peers.Peer], repeats: int, servers: dict[str, dict]
+) -> Iterator[peers.Peer]:
     """The servers in turn, `repeats` rounds (only those of REPEATED after the first), with a
-    pause after each turn so a server's idle work ends before the next one is timed."""
+    pause after each turn so a server's idle work ends before the next one is timed. What the
+    others computed meanwhile is added to their `idle_cpu_s` in `servers`."""
     for turn in range(repeats):
         for peer in started:
             if turn == 0 or peer.name in REPEATED:
+                others = [p for p in started if p is not peer]
+                before = [p.process.cpu_seconds() or 0.0 for p in others]
                 yield peer
+                for p, cpu in zip(others, before, strict=True):
+                    servers[p.name]["idle_cpu_s"] += (p.process.cpu_seconds() or 0.0) - cpu
                 time.sleep(PAUSE_S)
 
 
@@ -214,7 +224,8 @@ def run(
     Every server is up at once and each scenario runs on one server after the other: this
     machine's speed drifts by 10% and more over minutes (other tenants of the host), so running
     all of one server's scenarios before the next server's would compare different machines.
-    A server between its turns computes nothing; the pause after each turn lets a server's idle
+    A server between its turns computes nothing (its CPU time while the others are timed is in
+    the report: `idle_cpu_s`); the pause after each turn lets a server's idle
     work (parking KV, prefilling the next turn's boundary) end before the next one is timed.
 
     Ours and llama-server run every scenario `plan.repeats` times (fresh documents each time)
@@ -242,14 +253,15 @@ def run(
         runs = {peer.name: dict(scenarios(plan, peer.images)) for peer in started}
         for group, scenario in scenarios(plan, with_images=True):
             rows: dict[str, list[Row]] = {peer.name: [] for peer in started}
-            for peer in _turns([p for p in started if group in runs[p.name]], plan.repeats):
+            turns = _turns([p for p in started if group in runs[p.name]], plan.repeats, servers)
+            for peer in turns:
                 rows[peer.name] += run_scenario(peer, servers[peer.name], group, scenario)
             for name, done in rows.items():
                 if done:
                     servers[name]["scenarios"][group] = summarize(done)
         for clients in plan.client_counts:
             rates: dict[str, list[dict]] = {peer.name: [] for peer in started}
-            for peer in _turns(started, plan.decode_repeats):
+            for peer in _turns(started, plan.decode_repeats, servers):
                 out = servers[peer.name]
                 rate = run_throughput(peer, out, clients, plan.client_tokens, bias)
                 if rate is not None:

@@ -1,6 +1,9 @@
 """Browser tests of the web UI: pytest-playwright driving Debian's chromium (scripts/chromium.sh
 installs it; Playwright's own browser download is not used). Screenshots go to
-build/screenshots/ for review."""
+build/screenshots/ for review.
+
+KVCHAT_UI_DIST names another built UI for the tests that serve it themselves (`static_url`, the
+API faked): `node frontend/build.mjs DIR` builds one. A real server serves its own frontend/dist."""
 
 from __future__ import annotations
 
@@ -18,7 +21,7 @@ from bench.lib.server_process import ROOT
 
 CHROMIUM = os.environ.get("KVCHAT_CHROMIUM", "/usr/bin/chromium")
 SCREENSHOTS = ROOT / "build" / "screenshots"
-UI = ROOT / "frontend" / "dist" / "index.html"
+UI = Path(os.environ.get("KVCHAT_UI_DIST") or ROOT / "frontend" / "dist") / "index.html"
 
 
 @pytest.fixture(scope="session")

@@ -8,11 +8,13 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from app.api.schemas import GenerationFields, NulFreeText
 from app.db.documents.document_records import ChunkRecord, CollectionRecord, DocumentRecord
+from app.docs.background.collection_prefill import FullPrefixStatus
 from app.docs.background.doc_prefill import KvProgress
 from app.engine.sampler import SamplingParams
 from rag.chunker import DEFAULT_CHUNK_TOKENS, DEFAULT_OVERLAP_TOKENS
 
 SAMPLING_TOP_K = 40  # /ask's `top_k` is the number of chunks; sampling keeps its default
+CollectionMode = Literal["retrieval", "full"]
 
 
 class CreateCollectionRequest(BaseModel):
@@ -29,12 +31,36 @@ class CreateCollectionRequest(BaseModel):
     # its documents are ingested in that model's tokens, and its requests go there when they
     # name none). Unset: this server's.
     model: NulFreeText | None = Field(default=None, min_length=1, max_length=255)
+    # What a question that does not say puts before it: the best chunks, or every ready
+    # document (docs/documents.md, Full-document mode).
+    mode: CollectionMode = "retrieval"
 
     @model_validator(mode="after")
     def _overlap_below_size(self) -> CreateCollectionRequest:
         if self.overlap_tokens >= self.chunk_tokens // 2:
             raise ValueError("overlap_tokens must be less than half of chunk_tokens")
         return self
+
+
+class UpdateCollectionRequest(BaseModel):
+    """PATCH /v1/collections/{id}: the fields sent change, the others stay (null is a value
+    only for `kv_reuse`, meaning --kv-reuse)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    name: NulFreeText | None = Field(default=None, min_length=1, max_length=200)
+    mode: CollectionMode | None = None
+    kv_reuse: Literal["prefix", "blend"] | None = None
+
+    @model_validator(mode="after")
+    def _not_null(self) -> UpdateCollectionRequest:
+        for name in ("name", "mode"):
+            if name in self.model_fields_set and getattr(self, name) is None:
+                raise ValueError(f"{name} cannot be null")
+        return self
+
+    def changes(self) -> dict[str, Any]:
+        return {name: getattr(self, name) for name in self.model_fields_set}
 
 
 class TextDocumentRequest(BaseModel):
@@ -66,6 +92,11 @@ class AskRequest(GenerationFields):
     hybrid: bool = False
     kv_reuse: Literal["prefix", "blend"] | None = None  # None: the server's --kv-reuse
     temperature: float = Field(default=0.0, ge=0.0, le=2.0)  # answers from sources: greedy
+    # full: every ready document before the question; None: the collection's mode.
+    mode: CollectionMode | None = None
+    # retrieval: a full-mode question whose collection does not fit is answered by retrieval
+    # instead of refused (400 collection_too_long).
+    fallback: Literal["retrieval"] | None = None
 
     def sampling(self, default_seed: int = -1) -> SamplingParams:
         params = super().sampling(default_seed)
@@ -73,7 +104,10 @@ class AskRequest(GenerationFields):
         return params
 
 
-def collection_json(c: CollectionRecord) -> dict[str, Any]:
+def collection_json(c: CollectionRecord, full: FullPrefixStatus | None = None) -> dict[str, Any]:
+    """`full`: its whole prefix's state (full-document mode); None on a server that has none
+    (reported empty)."""
+    full = full or FullPrefixStatus("empty", 0, 0, 0)
     return {
         "id": c.id,
         "object": "collection",
@@ -85,6 +119,13 @@ def collection_json(c: CollectionRecord) -> dict[str, Any]:
         "embedding_backend": c.embedding_backend,
         "kv_reuse": c.kv_reuse,
         "model": c.model,
+        "mode": c.mode,
+        "full_prefix": {
+            "state": full.state,
+            "tokens": full.tokens,
+            "cached_tokens": full.cached_tokens,
+            "n_ctx": full.n_ctx,
+        },
         "created_at": int(c.created_at.timestamp()),
     }
 

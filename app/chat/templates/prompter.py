@@ -7,6 +7,7 @@ import copy
 from dataclasses import dataclass
 from typing import Any
 
+from app.chat.templates.reasoning import knows_reasoning
 from app.chat.templates.template_choice import TemplateChoice, build_template
 from app.engine.tokenizer import Tokenizer
 from mm.token_sequence import TokenSequence
@@ -42,6 +43,7 @@ class Prompter:
         )
         self.knows_tools = self.template.knows_tools  # it renders tools and calls (OpenAI shapes)
         self.supports_thinking = self.template.supports_thinking
+        self.knows_reasoning = knows_reasoning(self.template.source, self.supports_thinking)
         # Template variables: enable_thinking always (llama-server's), a request's
         # chat_template_kwargs over it (`rendering`).
         self.kwargs: dict[str, Any] = {

@@ -5,6 +5,11 @@ Formats (llama-server's names): `none` leaves the tags in the content; `deepseek
 its default) moves the thought into `reasoning_content`; `deepseek-legacy` also fills
 `reasoning_content` but keeps the tags in the content.
 
+`auto` splits only where the chat template knows reasoning (it can think, or writes `<think>`
+or `reasoning_content` itself), as llama-server's template analysis decides: with any other
+template the reply is content as it comes, so a reply's first blank line streams at once instead
+of waiting to see whether `<think>` follows it.
+
 A reply is reasoning from its start when it opens with `<think>` (after blank space), or when the
 prompt already opened the block (the template's generation prompt ends with `<think>`: thinking
 forced open). The thought ends at `</think>`; a reply that never closes it is all thought.
@@ -54,8 +59,17 @@ class ReasoningAsk:
         --reasoning mode: app/chat/templates/prompter.py)."""
         return dict(self.template_kwargs or {})
 
-    def thinking(self, default: Format, prompt_text: str) -> Thinking:
-        return Thinking(self.format or default, opened_in_prompt(prompt_text))
+    def thinking(self, default: Format, prompt_text: str, reasons: bool = True) -> Thinking:
+        """`reasons`: the chat template knows reasoning (`knows_reasoning`)."""
+        format = self.format or default
+        if format == "auto" and not reasons:
+            format = "none"
+        return Thinking(format, opened_in_prompt(prompt_text))
+
+
+def knows_reasoning(source: str, supports_thinking: bool) -> bool:
+    """Whether a chat template knows reasoning: it can think, or it writes thoughts itself."""
+    return supports_thinking or OPEN in source or "reasoning_content" in source
 
 
 def opened_in_prompt(prompt_text: str) -> bool:

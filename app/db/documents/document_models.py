@@ -55,6 +55,9 @@ class Collection(Base):
     # database (--docs-own-model), and router mode sends its requests there. None: made before
     # collections had one.
     model: Mapped[str | None] = mapped_column(Text, nullable=True)
+    # retrieval | full: what a question that does not say puts before it, the best chunks or
+    # every ready document (docs/documents.md, Full-document mode).
+    mode: Mapped[str] = mapped_column(String(16), default="retrieval", server_default="retrieval")
 
 
 class Document(Base):

@@ -25,6 +25,8 @@ class CollectionRecord:
     embedding_backend: str | None = None  # what made its vectors; None while it has none
     kv_reuse: str | None = None  # prefix | blend for requests that do not say; None: --kv-reuse
     model: str | None = None  # the name of the model whose server made it; None: not known
+    mode: str = "retrieval"  # retrieval | full: what a question that does not say puts first
+    version: int = 0  # moves on whenever its ready chunks change (collection_version.py)
 
 
 @dataclass(slots=True)
@@ -110,6 +112,8 @@ def collection_record(c: Collection, n_documents: int = 0) -> CollectionRecord:
         c.embedding_backend,
         c.kv_reuse,
         c.model,
+        c.mode or "retrieval",
+        c.version or 0,
     )
 
 

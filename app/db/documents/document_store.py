@@ -29,6 +29,10 @@ from app.db.models import utcnow
 from app.db.replicas.deletion_log import lock_log, log_deletions
 from app.db.store import Store
 
+# A collection's fields a client may change after making it. The chunking and the model are
+# not among them: its stored chunks were made with those.
+UPDATABLE = frozenset({"name", "mode", "kv_reuse"})
+
 
 def new_id(prefix: str) -> str:
     return prefix + uuid.uuid4().hex[:24]
@@ -49,9 +53,10 @@ class DocumentStore:
         system_prompt: str | None,
         kv_reuse: str | None = None,
         model: str | None = None,
+        mode: str = "retrieval",
     ) -> CollectionRecord:
         """`model`: the name of the model whose server makes it (its documents are chunked in
-        that model's tokens)."""
+        that model's tokens); `mode`: retrieval | full, what its questions put first."""
         c = Collection(
             id=new_id("col-"),
             tenant_id=tenant_id,
@@ -61,6 +66,8 @@ class DocumentStore:
             system_prompt=system_prompt,
             kv_reuse=kv_reuse,
             model=model,
+            mode=mode,
+            version=0,
             created_at=utcnow(),
         )
         with self._tx(write=True) as s:
@@ -87,6 +94,24 @@ class DocumentStore:
             c = s.get(Collection, collection_id)
             if c is None or c.tenant_id != tenant_id:
                 return None
+            n = s.scalar(select(func.count(Document.id)).where(Document.collection_id == c.id))
+            return collection_record(c, n or 0)
+
+    def update_collection(
+        self, tenant_id: str, collection_id: str, fields: dict[str, Any]
+    ) -> CollectionRecord | None:
+        """The collection with these of its mutable fields changed (UPDATABLE); None if there
+        is no such collection for this tenant."""
+        unknown = set(fields) - UPDATABLE
+        if unknown:
+            raise ValueError(f"not updatable: {sorted(unknown)}")
+        with self._tx(write=True) as s:
+            c = s.get(Collection, collection_id)
+            if c is None or c.tenant_id != tenant_id:
+                return None
+            for name, value in fields.items():
+                setattr(c, name, value)
+            s.flush()
             n = s.scalar(select(func.count(Document.id)).where(Document.collection_id == c.id))
             return collection_record(c, n or 0)
 

@@ -246,6 +246,11 @@ class Ingestor:
         with self._ready_lock:
             return any(d == document_id for _, d in self._ready)
 
+    def holds_collection(self, collection_id: str) -> bool:
+        """Whether a ready document of the collection has its on_ready held back."""
+        with self._ready_lock:
+            return any(c.id == collection_id for c, _ in self._ready)
+
     def _ingest(self, document_id: str) -> None:
         try:
             with LeaseKeeper(self.store.claims, document_id, self.worker, self.lease_s):

@@ -33,6 +33,8 @@ async def delete_document(docs: Documents, engine: Engine, tenant: str, document
     await forget_documents(engine, {document_id})
     if docs.prefill is not None:
         docs.prefill.forget(document_id)
+    if docs.full_prefill is not None:  # a full-mode collection's prefix, computed without it
+        docs.full_prefill.changed(gone.collection_id)
 
 
 async def forget_documents(engine: Engine, document_ids: set[str]) -> None:

@@ -16,6 +16,7 @@ from app.docs.doc_lookup import load_collection
 from app.docs.document_service import Documents
 from app.docs.questions.blend_request import blend_plan, wants_blend
 from app.docs.questions.chat_sources import citation, cited_before, sources_part
+from app.docs.questions.full_question import full_question
 from app.docs.questions.retrieval import DocQuestion, Retrieved, lay_out, search
 from app.engine.engine import Engine
 from app.engine.request import GenerationRequest
@@ -36,6 +37,12 @@ class AskOptions(SearchOptions, Protocol):
     """How to answer (app/api/kvchat/doc_schemas.py: AskRequest)."""
 
     kv_reuse: str | None  # "prefix" | "blend"; None: the collection's, else --kv-reuse
+    mode: str | None  # "retrieval" | "full"; None: the collection's
+    fallback: str | None  # "retrieval": a full question that does not fit is answered so
+
+    def token_limit(self) -> int | None:
+        """The answer's most tokens (None: no limit)."""
+        ...
 
 
 class DocQuestions:
@@ -61,7 +68,22 @@ class DocQuestions:
         """The laid-out prompt of a question to one collection, and its citations.
 
         salt: the tenant's, as on every other route: the layout asks the caches under it, and
-        the KV this question builds is never a prefix for another tenant."""
+        the KV this question builds is never a prefix for another tenant. In full mode (the
+        request's, else the collection's) the prompt holds every ready document and the
+        citations come with the answer (`DocQuestion.cite`); one that does not fit is refused,
+        or asked by retrieval with the request's fallback."""
+        if (options.mode or collection.mode) == "full" and self.docs.prefixes is not None:
+            _, tail = self.docs.prompts.parts(collection.system_prompt, question)
+            full = await full_question(
+                self.docs.prefixes,
+                collection,
+                question,
+                tail,
+                options.token_limit(),
+                options.fallback,
+            )
+            if full is not None:
+                return full, []
         found = await self.search(collection.id, question, options)
         head, tail = self.docs.prompts.parts(collection.system_prompt, question)
         laid_out = await lay_out(self.engine, head, tail, found, salt)

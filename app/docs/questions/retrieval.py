@@ -8,8 +8,10 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 
+from app.chat.turn_sources import Citation
 from app.db.documents.document_records import ChunkRecord
 from app.docs.document_service import Documents
 from app.engine.blend_plan import BlendPlan
@@ -31,6 +33,10 @@ class DocQuestion:
     scores: dict[int, float]
     retrieval_ms: float
     blend: BlendPlan | None = None  # where the prompt holds its chunks, when it blends
+    mode: str = "retrieval"  # retrieval | full: what was put before the question
+    # Full mode: the citations of an answer, found from its text (the prompt holds every chunk);
+    # None: the chunks of the prompt are the citations, known before the answer.
+    cite: Callable[[str], list[Citation]] | None = None
 
     @property
     def documents(self) -> frozenset[str]:

@@ -1,36 +1,57 @@
-// Collections and their documents (upload with progress and ingestion status, delete), and
-// the toggle that makes this conversation answer from chosen collections, and how its document
-// turns reuse the sources' KV (prefix or blend).
-import { useEffect, useState } from "preact/hooks";
+// Collections and their documents (upload with progress and ingestion status, delete), each
+// collection's mode (retrieval or full document, with its prefix's state), the toggle that makes
+// this conversation answer from chosen collections, and how its document turns reuse the
+// sources' KV (prefix or blend).
+import { useEffect, useRef, useState } from "preact/hooks";
 import { api, uploadDocument } from "../api.js";
 import { html } from "../html.js";
 import { current, ragCollections, ragReuse, setRagCollections, setRagReuse, showError } from "../state.js";
+import { CollectionMode, prefixPending } from "./CollectionMode.js";
+import { DocumentRow, UploadRow } from "./DocumentRow.js";
 
-function DocumentRow({ d, onDelete }) {
-  const p = d.progress || {};
-  const status =
-    d.status === "processing" && p.chunks_total ? `processing ${p.chunks_done}/${p.chunks_total}` : d.status;
-  return html`<li class="document" data-status=${d.status}>
-    <span class="name">${d.filename}</span>
-    <span class=${`status ${d.status}`}>${status}${d.status === "ready" && d.n_chunks != null ? `, ${d.n_chunks} chunks` : ""}</span>
-    ${d.error && html`<span class="error">${d.error}</span>`}
-    <button class="icon" aria-label=${`Delete ${d.filename}`} onClick=${() => onDelete(d)}>✕</button>
-  </li>`;
-}
+// What the file picker offers: the text formats, and scans and photos of pages (read by OCR).
+const ACCEPT = [
+  ".txt,.md,.markdown,.html,.htm,.pdf,text/plain,text/markdown,text/html,application/pdf,.docx",
+  ".png,.jpg,.jpeg,.tif,.tiff,.webp,image/png,image/jpeg,image/tiff,image/webp",
+].join(",");
 
-function Collection({ c, chosen, onToggle, onDeleted }) {
+function Collection({ c: listed, chosen, onToggle, onDeleted }) {
+  const [c, setC] = useState(listed); // the collection as last read (mode, full prefix)
   const [docs, setDocs] = useState([]);
   const [uploads, setUploads] = useState([]); // [{name, fraction}]
   const load = () => api.documents(c.id).then((r) => setDocs(r.data), showError);
+  // Only a server with full mode says a collection's mode; its prefix follows the documents.
+  const reread = () => c.mode !== undefined && api.collection(c.id).then(setC, showError);
+  useEffect(() => setC(listed), [listed]);
   useEffect(() => {
     load();
   }, [c.id]);
   const pending = docs.some((d) => d.status === "queued" || d.status === "processing");
+  const computing = prefixPending(c);
   useEffect(() => {
-    if (!pending) return undefined;
-    const timer = setInterval(load, 1000); // ingestion runs in the background: poll its status
+    if (!pending && !computing) return undefined;
+    // Ingestion and the full prefix run in the background: poll their status.
+    const timer = setInterval(() => {
+      if (pending) load();
+      if (c.mode === "full") reread();
+    }, 1000);
     return () => clearInterval(timer);
-  }, [pending, c.id]);
+  }, [pending, computing, c.id, c.mode]);
+  const ingesting = useRef(false);
+  useEffect(() => {
+    if (ingesting.current && !pending) reread(); // documents came in: the prefix moves on
+    ingesting.current = pending;
+  }, [pending]);
+  const pickMode = async (mode) => {
+    const before = c;
+    setC({ ...c, mode });
+    try {
+      setC(await api.updateCollection(c.id, { mode }));
+    } catch (e) {
+      setC(before);
+      showError(e);
+    }
+  };
   const upload = async (files) => {
     for (const file of files) {
       setUploads((u) => [...u, { name: file.name, fraction: 0 }]);
@@ -49,6 +70,7 @@ function Collection({ c, chosen, onToggle, onDeleted }) {
     if (!confirm(`Delete ${d.filename}?`)) return;
     await api.deleteDocument(d.id).catch(showError);
     load();
+    reread();
   };
   return html`<li class="collection" data-id=${c.id}>
     <div class="collection-head">
@@ -57,15 +79,13 @@ function Collection({ c, chosen, onToggle, onDeleted }) {
       <button class="icon" aria-label=${`Delete collection ${c.name}`}
         onClick=${() => confirm(`Delete collection ${c.name}?`) && api.deleteCollection(c.id).then(onDeleted, showError)}>✕</button>
     </div>
+    <${CollectionMode} c=${c} onPick=${pickMode} />
     <ul class="documents">
       ${docs.map((d) => html`<${DocumentRow} key=${d.id} d=${d} onDelete=${remove} />`)}
-      ${uploads.map(
-        (u) => html`<li class="document uploading"><span class="name">${u.name}</span>
-          <progress max="1" value=${u.fraction} aria-label=${`Uploading ${u.name}`}></progress></li>`,
-      )}
+      ${uploads.map((u) => html`<${UploadRow} key=${u.name} u=${u} />`)}
     </ul>
     <label class="button">Upload documents
-      <input type="file" multiple hidden accept=".txt,.md,.markdown,.html,.htm,.pdf,text/plain,text/markdown,text/html,application/pdf"
+      <input type="file" multiple hidden accept=${ACCEPT}
         onChange=${(e) => (upload([...e.target.files]), (e.target.value = ""))} />
     </label>
   </li>`;
@@ -108,7 +128,9 @@ export function DocumentsPanel() {
   return html`<section class="docs-panel" aria-label="Documents">
     <h2>Documents</h2>
     <p class="note">Checked collections are searched for every message of this conversation; the
-      answer cites the passages it used.</p>
+      answer cites the passages it used. A collection in <em>Full document</em> mode goes whole
+      before every question instead: computed once, then cached. Scans and photos of pages are
+      read by OCR.</p>
     <label>Reuse of the sources' cache
       <select name="kv_reuse" value=${reuse} onChange=${(e) => pickReuse(e.target.value)}>
         <option value="">server default</option>

@@ -54,7 +54,7 @@ def test_upgrade_creates_the_tables_and_a_second_upgrade_is_a_no_op(database_url
     assert current(database_url) is None
     upgrade(database_url)
     assert tables(database_url) == TABLES | {"alembic_version"}
-    assert current(database_url) == head() == "0013"
+    assert current(database_url) == head() == "0014"
 
     store = Store(database_url)
     sid = store.create_session().id
@@ -100,10 +100,42 @@ def test_sessions_and_collections_from_before_0012_have_no_model(database_url: s
         engine.dispose()
 
 
-def test_documents_from_before_0013_needed_no_ocr(database_url: str):
+def test_collections_from_before_0013_answer_by_retrieval(database_url: str):
+    """A collection from before collections had a mode reads `retrieval` (what its questions
+    did then); a new one gets the mode it is made with; the column goes on a downgrade."""
+    command.upgrade(alembic_config(database_url), "0012")
+    engine = make_engine(database_url)
+    try:
+        with engine.begin() as conn:
+            conn.exec_driver_sql(
+                "INSERT INTO collections (id, tenant_id, name, chunk_tokens, overlap_tokens, "
+                "created_at, version) VALUES ('col-1', '', 'c', 64, 8, '2026-01-01', 0)"
+            )
+    finally:
+        engine.dispose()
+    upgrade(database_url)
+    store = Store(database_url)
+    try:
+        docs = DocumentStore(store)
+        assert docs.get_collection("", "col-1").mode == "retrieval"
+        assert docs.create_collection("", "n", 64, 8, None, mode="full").mode == "full"
+        assert docs.update_collection("", "col-1", {"mode": "full"}).mode == "full"
+        assert docs.get_collection("", "col-1").mode == "full"
+    finally:
+        store.close()
+    command.downgrade(alembic_config(database_url), "0012")
+    engine = make_engine(database_url)
+    try:
+        with engine.connect() as conn:
+            assert conn.exec_driver_sql("SELECT count(*) FROM collections").scalar() == 2
+    finally:
+        engine.dispose()
+
+
+def test_documents_from_before_0014_needed_no_ocr(database_url: str):
     """A document stored before OCR (a scanned PDF was refused then) reads as one no page of
     which needed OCR, with no bytes kept; the columns go again on a downgrade, the rows stay."""
-    command.upgrade(alembic_config(database_url), "0012")
+    command.upgrade(alembic_config(database_url), "0013")
     engine = make_engine(database_url)
     try:
         with engine.begin() as conn:
@@ -126,7 +158,7 @@ def test_documents_from_before_0013_needed_no_ocr(database_url: str):
         assert ChunkStore(store).ocr.source("doc-1") is None
     finally:
         store.close()
-    command.downgrade(alembic_config(database_url), "0012")
+    command.downgrade(alembic_config(database_url), "0013")
     engine = make_engine(database_url)
     try:
         with engine.connect() as conn:

@@ -13,12 +13,24 @@ from bench.lib.server_process import ROOT
 from bench.workloads import prefix
 
 
+class FakeProcess:
+    """A process whose CPU time grows by `step` at every reading."""
+
+    def __init__(self, step: float) -> None:
+        self.step, self.used = step, 0.0
+
+    def cpu_seconds(self) -> float:
+        self.used += self.step
+        return self.used
+
+
 class FakePeer:
-    def __init__(self, name: str, log: list[str], images: bool = False) -> None:
+    def __init__(self, name: str, log: list[str], images: bool = False, idle: float = 0) -> None:
         self.name, self.images, self.log = name, images, log
         self.base_url = f"http://{name}"
         self.command, self.notes = [name], ""
         self.log_path = ROOT / "build" / "bench-logs" / f"{name}.log"
+        self.process = FakeProcess(idle)
 
     def start(self) -> FakePeer:
         self.log.append(f"start {self.name}")
@@ -65,7 +77,7 @@ def test_scenarios_take_turns_between_servers_that_are_all_up(monkeypatch: pytes
     peers = [
         FakePeer("ours", log, images=True),
         FakePeer("llama-server", log),
-        FakePeer("other", log),
+        FakePeer("other", log, idle=0.5),
     ]
     plan = dataclasses.replace(prefix.QUICK, repeats=2, decode_repeats=2)
     servers, failed = prefix.run(peers, plan, {}, "model.gguf")  # type: ignore[arg-type]
@@ -113,3 +125,7 @@ def test_scenarios_take_turns_between_servers_that_are_all_up(monkeypatch: pytes
     assert len(decode["8 clients x 16 tokens"]["results"]) == 2
     assert servers["other"]["throughput"]["8 clients x 16 tokens"]["tokens_per_s"] == 100.0
     assert Path(servers["ours"]["log"]) == Path("build/bench-logs/ours.log")
+    # What each server computed while the others were timed: "other" was read before and
+    # after each of the 16 turns of ours and llama-server where it was up (0.5 s a turn).
+    assert servers["ours"]["idle_cpu_s"] == 0.0
+    assert servers["other"]["idle_cpu_s"] == pytest.approx(16 * 0.5)

@@ -4,6 +4,8 @@ request's `reasoning_format`; a session stores it apart and leaves it out of the
 as the template does (SmolLM2's shows only content).
 
 The packaged model does not think on its own: a grammar makes it write a thought and an answer.
+Its template knows no reasoning, so `auto` (the default) leaves its replies as content, as
+llama-server's template analysis does; the `server` fixture splits them with `deepseek`.
 """
 
 from __future__ import annotations
@@ -26,7 +28,7 @@ GREEDY: dict[str, Any] = {"temperature": 0, "max_tokens": 40, "grammar": GRAMMAR
 
 @pytest.fixture(scope="module")
 def server() -> Iterator[ServerProcess]:
-    with ServerProcess("-np", "1", "-c", "2048") as srv:
+    with ServerProcess("-np", "1", "-c", "2048", "--reasoning-format", "deepseek") as srv:
         yield srv
 
 
@@ -138,6 +140,17 @@ def _input_tokens(server: ServerProcess, messages: list[dict[str, Any]]) -> int:
     )
     assert r.status_code == 200, r.text
     return r.json()["input_tokens"]
+
+
+def test_auto_streams_a_template_without_reasoning_as_it_comes() -> None:
+    """A reply's first blank line is the first delta: nothing waits to see whether `<think>`
+    follows (a stream's first token would otherwise arrive a decode step late), and `<think>`
+    itself stays content where the template knows no reasoning."""
+    with ServerProcess("-np", "1", "-c", "1024") as srv:
+        pieces = streamed(srv, 'root ::= "\\n\\nAnswer:" [a-z ]{1,12}')
+        message = chat(srv)
+    assert pieces[0][0] == "content" and pieces[0][1].strip() == "", pieces
+    assert message["content"].startswith("<think>") and "reasoning_content" not in message
 
 
 def test_the_server_flag_sets_the_default_format() -> None:

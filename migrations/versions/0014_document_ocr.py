@@ -1,8 +1,8 @@
 """Documents read by OCR: the upload's bytes while pages wait for OCR, and which pages were
 read or failed.
 
-Revision ID: 0013
-Revises: 0012
+Revision ID: 0014
+Revises: 0013
 Create Date: 2026-11-28
 
 Written by hand. Plain nullable columns (and a counter defaulting to 0): SQLite adds them in
@@ -17,8 +17,8 @@ from collections.abc import Sequence
 import sqlalchemy as sa
 from alembic import op
 
-revision: str = "0013"
-down_revision: str | Sequence[str] | None = "0012"
+revision: str = "0014"
+down_revision: str | Sequence[str] | None = "0013"
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
 

@@ -1,0 +1,50 @@
+"""bench.similar_prompts: its documents, its table and targets (the servers' side is
+bench.long_doc_qa's quick run, which starts each server alone the same way)."""
+
+from __future__ import annotations
+
+import random
+
+from bench import similar_prompts as sp
+from bench.lib import peers
+
+
+def test_lmcache_documents_share_their_text_and_random_ones_do_not():
+    a, b = sp.lmcache_document(0, 50), sp.lmcache_document(1, 50)
+    assert a[1:] == b[1:] and a != b
+    rnd = random.Random(3)
+    x, y = sp.random_document(50, rnd), sp.random_document(50, rnd)
+    assert x.split()[0] != y.split()[0] and len(x.split()) == 51
+
+
+def turn(scale: float) -> dict:
+    return {"rows": {row: scale * (i + 1) for i, row in enumerate(sp.ROWS)}, "cpu_s": 30.0,
+            "neighbours": []}  # fmt: skip
+
+
+def test_every_row_is_held_to_llama_servers_mean_and_each_run_shows_its_ratio():
+    servers = {"ours": [turn(1.0), turn(1.2)], "llama-server": [turn(1.0), turn(1.0)]}
+    report = {"plan": sp.QUICK.__dict__, "servers": servers, "failed": {}}
+    report["means"] = {n: sp.means(t) for n, t in servers.items()}
+    rows = sp.targets(report)
+    assert [name for name, *_ in rows] == [f"mean TTFT: {r}" for r in sp.ROWS]
+    assert {round(r, 2) for _, r, _, _ in rows} == {1.1} and rows[0][3] == "not met"
+    table = sp.markdown(report)
+    assert f"- {sp.WARM_UP}: 1.00, 1.20" in table
+    assert "- ours: CPU seconds of its turns: 30, 30" in table and "running: none" in table
+
+
+def test_other_servers_names_a_running_server_but_not_the_excluded_one():
+    with peers.ours(sp_model(), slots=1).process as server:
+        assert server.proc is not None
+        pid = server.proc.pid
+        assert any(line.startswith(f"{pid}:") for line in peers.other_servers())
+        assert not any(line.startswith(f"{pid}:") for line in peers.other_servers({pid}))
+        assert (server.cpu_seconds() or 0) > 0
+    assert server.cpu_seconds() is None
+
+
+def sp_model() -> str:
+    from app.config_derived import packaged_model_path
+
+    return packaged_model_path()
