@@ -109,7 +109,10 @@ $(FRONTEND_NPM): frontend/package.json frontend/package-lock.json
 $(FRONTEND_UI): $(FRONTEND_NPM) $(FRONTEND_SRC)
 	cd frontend && node build.mjs
 
+# OCR of scanned pages and images runs Debian's tesseract (installed here when missing; where it
+# cannot be, the server runs without OCR and says so).
 run: $(STAMP) $(FRONTEND_UI)
+	-scripts/tesseract.sh >/dev/null
 	$(PY) -m app $(ARGS)
 
 # The tests run on PYTEST_JOBS workers (pytest-xdist; each test module on one worker with its
@@ -124,6 +127,8 @@ test: $(STAMP) $(FRONTEND_UI)
 	scripts/chromium.sh >/dev/null
 	# The cluster tests run two replicas behind Debian's nginx (installed here when missing).
 	scripts/nginx.sh >/dev/null
+	# The OCR tests read scanned pages with Debian's tesseract (installed here when missing).
+	scripts/tesseract.sh >/dev/null
 	# The CPU tests emulate a CPU without AVX-512 with qemu's user mode (x86-64 only).
 	if [ "$(UNAME_M)" = x86_64 ]; then scripts/qemu.sh >/dev/null; fi
 	# The database tests also run on PostgreSQL: a throwaway server (scripts/postgres.sh; apt
@@ -147,6 +152,7 @@ REPLICAS ?= 2
 PORT ?= 8080
 cluster: $(STAMP) $(FRONTEND_UI)
 	scripts/nginx.sh >/dev/null
+	-scripts/tesseract.sh >/dev/null
 	$(PY) -m app.cluster --replicas $(REPLICAS) --port $(PORT) -- $(ARGS)
 
 lint: $(STAMP)

@@ -425,6 +425,34 @@ class Settings(DerivedSettings, BaseSettings):
     """blend where its quality gate turns it off (the model's blended answers were not measured
     to match full prefill's often enough, or were never measured); replies carry the measured
     agreement"""
+    # OCR (rag/ocr/, docs/documents.md#ocr): pages read in the ingestion worker, a tesseract
+    # child process per page; llama-server has no such settings.
+    ocr: Literal["tesseract", "off"] = setting("tesseract", "--ocr", group=DOCUMENTS)
+    """reads PDF pages without a text layer and images of pages (PNG, JPEG, TIFF, WebP) in the
+    background: Debian's tesseract-ocr; off: such PDF pages are left out (a PDF of none but
+    them is refused) and image uploads are refused"""
+    ocr_lang: str = setting(
+        "eng", "--ocr-lang", group=DOCUMENTS, pattern=r"^[A-Za-z0-9_]+(\+[A-Za-z0-9_]+)*$"
+    )
+    """languages of the scanned text, tesseract's codes joined by + (eng+deu); each needs its
+    data installed (Debian: tesseract-ocr-deu), checked at start (OCR is off without it)"""
+    ocr_dpi: int = setting(300, "--ocr-dpi", group=DOCUMENTS, ge=72, le=600)
+    """resolution a PDF page without a text layer is rendered at for OCR"""
+    ocr_page_timeout: float = setting(60.0, "--ocr-page-timeout", group=DOCUMENTS, gt=0.0)
+    """seconds OCR of one page may take; a page over it is reported in the document's
+    `ocr_failed` and the next page goes on"""
+    ocr_timeout: float = setting(900.0, "--ocr-timeout", group=DOCUMENTS, gt=0.0)
+    """seconds OCR of one document may take, all its pages; pages not read by then are
+    reported in its `ocr_failed`"""
+    ocr_max_pages: int = setting(200, "--ocr-max-pages", group=DOCUMENTS, ge=1)
+    """most pages of one upload read by OCR (a PDF's pages without text, an image's frames);
+    more are refused at upload (413)"""
+    # Pillow's own guard (Image.MAX_IMAGE_PIXELS, 89,478,485) refuses more in any case.
+    ocr_max_pixels: int = setting(
+        50_000_000, "--ocr-max-pixels", group=DOCUMENTS, ge=1, le=89_478_485
+    )
+    """largest width x height of a page of an image upload (decompression-bomb guard: refused
+    from its header, 400)"""
 
     data_dir: str = setting("data", "--data-dir", group=STORAGE)
     """SQLite database (kvchat.db), media, indexes and slot files"""

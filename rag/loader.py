@@ -2,28 +2,35 @@
 
 Plain text, Markdown (kept as written: it reads well to the model and the splitter knows its
 structure), HTML (text only, scripts and styles dropped), PDF (PDFium, one page after another,
-page numbers kept), DOCX (as Markdown, rag/docx_loader.py) and source code or any other `text/*`
-upload (as plain text). Anything else, or a file that is empty, corrupt or over the byte limit,
+page numbers kept: rag/pdf_pages.py), DOCX (as Markdown, rag/docx_loader.py), source code or
+any other `text/*` upload (as plain text) and images of pages (PNG, JPEG, TIFF, WebP:
+rag/ocr/page_images.py). Anything else, or a file that is empty, corrupt or over the byte limit,
 raises `DocumentError` saying why; nothing is half-loaded.
+
+Pages without a text layer (a scanned PDF's, some of a mixed PDF's, every page of an image) are
+left empty and listed in `ocr_pages` when the limits allow OCR: the ingestion worker reads them
+later (rag/ocr/ocr_reader.py). Without OCR an image is refused and a PDF keeps the pages that
+have text (one with none is refused).
 
 What reading may cost beyond the upload's size is bounded by `ParseLimits`: a PDF's pages (its
 page count is read before any page), a DOCX's unpacked size (read from the zip's directory
-before any part is unpacked: a zip bomb is refused without inflating it) and the time reading
+before any part is unpacked: a zip bomb is refused without inflating it), an image's pixels
+(from its header, before a pixel is decoded), the pages left to OCR and the time reading
 takes, checked between pages and between a DOCX's blocks (a page or block is not interrupted).
 """
 
 from __future__ import annotations
 
-import threading
 from bisect import bisect_right
 from dataclasses import dataclass, field
 from html.parser import HTMLParser
 from pathlib import PurePath
-from typing import Any
 
 from rag.docx_loader import docx_text
 from rag.errors import DocumentError
+from rag.ocr.page_images import count_pages
 from rag.parse_limits import Deadline, ParseLimits
+from rag.pdf_pages import image_pixels, page_texts, too_many_pixels
 
 KINDS = {
     ".txt": "text",
@@ -34,6 +41,12 @@ KINDS = {
     ".htm": "html",
     ".pdf": "pdf",
     ".docx": "docx",
+    ".png": "image",
+    ".jpg": "image",
+    ".jpeg": "image",
+    ".tif": "image",
+    ".tiff": "image",
+    ".webp": "image",
 }
 # Source code and other plain-text formats: read as text, whatever their content type says.
 TEXT_SUFFIXES = frozenset(
@@ -107,30 +120,58 @@ TEXT_SUFFIXES = frozenset(
         ".properties",
     }
 )
-ACCEPTED = ".txt, .md, .html, .pdf, .docx, source code, or any text/* content type"
+ACCEPTED = (
+    ".txt, .md, .html, .pdf, .docx, source code, any text/* content type, or an image of a page"
+    " (.png, .jpg, .tiff, .webp)"
+)
 MIME_KINDS = {
     "text/plain": "text",
     "text/markdown": "markdown",
     "text/html": "html",
     "application/pdf": "pdf",
     "application/vnd.openxmlformats-officedocument.wordprocessingml.document": "docx",
+    "image/png": "image",
+    "image/jpeg": "image",
+    "image/tiff": "image",
+    "image/webp": "image",
 }
 PAGE_BREAK = "\n\n"
+# A page whose text layer has fewer visible characters than this is read by OCR (a scan with
+# a stamped page number or an invisible header is still a scan); OCR's text replaces it.
+MIN_PAGE_CHARS = 8
 
 
 @dataclass(slots=True)
 class LoadedDocument:
     text: str
-    kind: str  # text | markdown | html | pdf | docx
-    # Character offset where each page starts (PDF: page i+1 starts at page_starts[i]); empty
-    # for formats without pages.
+    kind: str  # text | markdown | html | pdf | docx | image
+    # Character offset where each page starts (PDF, image: page i+1 starts at page_starts[i]);
+    # empty for formats without pages.
     page_starts: list[int] = field(default_factory=list)
+    # Pages (1-based) whose text OCR is to read; their text is empty until then.
+    ocr_pages: list[int] = field(default_factory=list)
 
     def page_at(self, offset: int) -> int | None:
         """1-based page holding character `offset`, or None for formats without pages."""
         if not self.page_starts:
             return None
         return max(bisect_right(self.page_starts, offset), 1)
+
+    def pages(self) -> list[str]:
+        """Each page's text (formats with pages); the inverse of `paged`."""
+        bounds = [*self.page_starts, len(self.text)]
+        return [self.text[a:b].strip() for a, b in zip(bounds, bounds[1:], strict=False)]
+
+
+def paged(pages: list[str], kind: str, ocr_pages: list[int] | None = None) -> LoadedDocument:
+    """One document of `pages`' texts, one after another, each page's start kept."""
+    text, starts = "", []
+    for page in pages:
+        if text:
+            text += PAGE_BREAK
+        starts.append(len(text))
+        text += page.strip()
+    return LoadedDocument(text, kind, starts, list(ocr_pages or []))
 
 
 def kind_of(filename: str, content_type: str | None = None) -> str:
@@ -163,13 +204,15 @@ def load(
     if not data.strip():
         raise DocumentError(f"the file {filename!r} is empty")
     if kind == "pdf":
-        doc = _pdf(data, limits.max_pages, deadline)
+        doc = _pdf(data, limits, deadline)
+    elif kind == "image":
+        doc = _image(data, limits, deadline)
     elif kind == "docx":
         doc = LoadedDocument(docx_text(data, limits.max_unpacked_bytes, deadline), kind)
     else:
         text = _decode(data)
         doc = LoadedDocument(_html_text(text) if kind == "html" else text, kind)
-    if not doc.text.strip():
+    if not doc.text.strip() and not doc.ocr_pages:
         raise DocumentError(f"the file {filename!r} has no text")
     return doc
 
@@ -218,53 +261,34 @@ def _html_text(html: str) -> str:
     return "\n\n".join(p for p in paragraphs if p)
 
 
-# PDFium is not thread-safe: one document is read at a time in this process.
-_PDFIUM = threading.Lock()
+def _pdf(data: bytes, limits: ParseLimits, deadline: Deadline) -> LoadedDocument:
+    pages = page_texts(data, limits.max_pages, deadline)
+    scanned = [i + 1 for i, p in enumerate(pages) if len("".join(p.split())) < MIN_PAGE_CHARS]
+    if limits.ocr_max_pages is None:
+        if not "".join(pages).strip():
+            raise DocumentError(
+                f"the PDF has no extractable text (scanned pages need OCR: {limits.no_ocr})"
+            )
+        return paged(pages, "pdf")
+    _check_ocr_pages(len(scanned), limits.ocr_max_pages, "pages without text")
+    for page, pixels in image_pixels(data, scanned, deadline).items():
+        if pixels > limits.max_image_pixels:
+            raise too_many_pixels(page, pixels, limits.max_image_pixels)
+    for page in scanned:
+        pages[page - 1] = ""
+    return paged(pages, "pdf", scanned)
 
 
-def _pdf_pages(data: bytes, max_pages: int | None, deadline: Deadline) -> list[str]:
-    import pypdfium2  # only PDF uploads pay for the import
-
-    with _PDFIUM:
-        try:
-            pdf = pypdfium2.PdfDocument(data)
-        except pypdfium2.PdfiumError as e:
-            raise DocumentError(f"not a readable PDF: {e}") from None
-        try:
-            n = len(pdf)
-            if max_pages is not None and n > max_pages:
-                raise DocumentError(
-                    f"the PDF has {n} pages; the limit is {max_pages} (--doc-max-pages)",
-                    too_large=True,
-                )
-            pages = []
-            for i in range(n):
-                deadline.check(f"reading page {i + 1} of {n}")
-                pages.append(_page_text(pdf[i]))
-            return pages
-        finally:
-            pdf.close()
+def _image(data: bytes, limits: ParseLimits, deadline: Deadline) -> LoadedDocument:
+    if limits.ocr_max_pages is None:
+        raise DocumentError(f"images of pages are read by OCR: {limits.no_ocr}")
+    n = count_pages(data, limits.max_image_pixels, limits.ocr_max_pages, deadline)
+    return paged([""] * n, "image", list(range(1, n + 1)))
 
 
-def _page_text(page: Any) -> str:
-    textpage = page.get_textpage()
-    try:
-        text = textpage.get_text_range()
-    finally:
-        textpage.close()
-        page.close()
-    # PDFium ends lines with CRLF and marks a word broken at a line end with U+FFFE.
-    return text.replace("\r\n", "\n").replace("\r", "\n").replace("\ufffe", "").replace("\x00", "")
-
-
-def _pdf(data: bytes, max_pages: int | None, deadline: Deadline) -> LoadedDocument:
-    pages = _pdf_pages(data, max_pages, deadline)
-    text, starts = "", []
-    for page in pages:
-        if text:
-            text += PAGE_BREAK
-        starts.append(len(text))
-        text += page.strip()
-    if not text.strip():
-        raise DocumentError("the PDF has no extractable text (scanned images need OCR)")
-    return LoadedDocument(text, "pdf", starts)
+def _check_ocr_pages(n: int, limit: int, what: str) -> None:
+    if n > limit:
+        raise DocumentError(
+            f"the document has {n} {what} to read by OCR; the limit is {limit} (--ocr-max-pages)",
+            too_large=True,
+        )

@@ -31,11 +31,13 @@ from app.docs.background.ingest_lease import LeaseKeeper
 from app.docs.background.ingestor import ingest_document
 from app.docs.intake.reembed import ReembedConflict, reembed_collection
 from app.docs.library import DocLibrary
+from app.docs.ocr_setup import ocr_setup
 from app.docs.questions.doc_prompt import token_counter
 from app.engine.vocabulary import open_vocabulary
 from rag.chunker import DEFAULT_CHUNK_TOKENS, DEFAULT_OVERLAP_TOKENS
 from rag.errors import DocumentError
 from rag.loader import load
+from rag.parse_limits import ParseLimits
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
@@ -132,12 +134,14 @@ def ingest(args: argparse.Namespace, settings: Settings, store: Store) -> int:
     library = library_of(settings, chunk_store)
     key = cached_fingerprint(settings.model_path())
     worker = f"cli:{socket.gethostname()[:100]}:{os.getpid()}"
+    ocr = ocr_setup(settings)  # scans and images read here, as a server's worker reads them
+    limits = ocr.parse_limits(ParseLimits())
     failed = 0
     try:
         for path in args.paths:
             try:
                 data = path.read_bytes()
-                loaded = load(path.name, data, settings.doc_max_bytes)
+                loaded = load(path.name, data, settings.doc_max_bytes, limits=limits)
             except (OSError, DocumentError) as e:
                 print(f"{path}: {e}", file=sys.stderr)
                 failed += 1
@@ -151,6 +155,8 @@ def ingest(args: argparse.Namespace, settings: Settings, store: Store) -> int:
                 text=loaded.text,
                 page_starts=loaded.page_starts,
                 metadata={"path": str(path)},
+                ocr_pages=loaded.ocr_pages,
+                source=data,
             )
             if duplicate and record.status == "ready":
                 print(f"{path}: already in {args.collection} as {record.id}")
@@ -176,6 +182,7 @@ def ingest(args: argparse.Namespace, settings: Settings, store: Store) -> int:
                             record.id,
                             progress,
                             worker=worker,
+                            ocr=ocr,
                         )
                 except Exception as e:
                     reason = f"ingestion failed: {e}"

@@ -28,6 +28,7 @@ from app.docs.background.ingest_lease import worker_id
 from app.docs.background.ingestor import Ingestor
 from app.docs.intake.uploads_in_flight import UploadsInFlight
 from app.docs.library import DocLibrary
+from app.docs.ocr_setup import ocr_setup
 from app.docs.questions.blend_request import collection_blends
 from app.docs.questions.collection_prefix import CollectionPrefixes
 from app.docs.questions.doc_prompt import DocPrompter, token_counter
@@ -50,7 +51,8 @@ class Documents:
     prefill: DocPrefill | None = None  # ready documents into the prefix cache
     deletions: DeletionWatch | None = None  # documents deleted on any replica leave our caches
     uploads: UploadsInFlight = field(default_factory=UploadsInFlight)  # being taken in now
-    # What reading an upload's text may cost: PDF pages, DOCX unpacked bytes, time.
+    # What reading an upload's text may cost: PDF pages, DOCX unpacked bytes, time, OCR's pages
+    # and an image's pixels.
     parse_limits: ParseLimits = field(default_factory=ParseLimits)
     # --docs-own-model: this model's name (only its collections are ingested and prefilled
     # here); None: every collection's.
@@ -120,6 +122,7 @@ class Documents:
                 prefill.document_ready(collection, document_id)
 
         uploads = UploadsInFlight()
+        ocr = ocr_setup(settings)  # scans and images: read by the worker, or refused
         ingestor = Ingestor(
             chunk_store,
             library,
@@ -132,6 +135,7 @@ class Documents:
             # One embedding thread while the engine computes or a client's upload is taken in.
             engine_busy=lambda: engine.computing or bool(uploads),
             own_model=own_model,
+            ocr=ocr,
         )
         max_bytes = settings.doc_max_bytes
 
@@ -147,6 +151,7 @@ class Documents:
         limits = ParseLimits(
             settings.doc_max_pages, settings.doc_max_unpacked_bytes, settings.doc_parse_timeout
         )
+        limits = ocr.parse_limits(limits)
         return cls(*parts, prefill, deletions, uploads, limits, own_model, prefixes, full_prefill)
 
     def start(self) -> None:

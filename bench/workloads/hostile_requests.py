@@ -1,6 +1,7 @@
 """Requests that would cost a server more than their size: grammars and schemas whose bounds are
 written out in full, rules that fan out, many images or prompts in one request, a DOCX that
-unpacks to gigabytes, a PDF of thousands of pages, answers of millions of tokens, long logit
+unpacks to gigabytes, a PDF of thousands of pages, images of pages whose few bytes decode to
+gigapixels (a PNG's header, a PDF's image of zeros), answers of millions of tokens, long logit
 bias lists. Shared by the attack tests (tests/app/api/attacks/test_resource_limits.py) and
 `python -m bench.resource_limits`, which measures what each costs the server.
 
@@ -11,7 +12,9 @@ from __future__ import annotations
 
 import base64
 import io
+import struct
 import zipfile
+import zlib
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -143,6 +146,55 @@ def many_pages_pdf(pages: int = 3000) -> Hostile:
         pdf.cell(0, 8, f"page {i}")
     data = bytes(pdf.output())
     return Hostile(DOCUMENTS, file=("pages.pdf", data, "application/pdf"), param="file")
+
+
+def image_bomb_png(width: int = 100_000, height: int = 100_000) -> Hostile:
+    """A PNG of a few hundred bytes whose header claims width x height greyscale pixels."""
+
+    def chunk(kind: bytes, body: bytes) -> bytes:
+        crc = zlib.crc32(kind + body) & 0xFFFFFFFF
+        return struct.pack(">I", len(body)) + kind + body + struct.pack(">I", crc)
+
+    header = struct.pack(">IIBBBBB", width, height, 8, 0, 0, 0, 0)
+    idat = zlib.compress(b"\x00" * 1024)
+    data = b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", header) + chunk(b"IDAT", idat)
+    data += chunk(b"IEND", b"")
+    return Hostile(DOCUMENTS, file=("bomb.png", data, "image/png"), param="file")
+
+
+def image_bomb_pdf(side: int = 30_000) -> Hostile:
+    """A one-page PDF without text whose page holds a side x side greyscale image of zeros:
+    about 1 MB (deflate), side squared bytes decoded (900 MB at 30,000)."""
+    packer = zlib.compressobj(9)
+    row = b"\x00" * side
+    image = b"".join(packer.compress(row) for _ in range(side)) + packer.flush()
+    head = b"<</Type/XObject/Subtype/Image/Width %d/Height %d/ColorSpace/DeviceGray" % (side, side)
+    head += b"/BitsPerComponent 8/Filter/FlateDecode/Length %d>>stream\n" % len(image)
+    objects = [
+        b"<</Type/Catalog/Pages 2 0 R>>",
+        b"<</Type/Pages/Kids[3 0 R]/Count 1>>",
+        b"<</Type/Page/Parent 2 0 R/MediaBox[0 0 595 842]/Resources<</XObject<</Im0 4 0 R>>>>"
+        b"/Contents 5 0 R>>",
+        head + image + b"\nendstream",
+        b"<</Length 32>>stream\nq 595 0 0 842 0 0 cm /Im0 Do Q\nendstream",
+    ]
+    data, offsets = b"%PDF-1.4\n", []
+    for i, body in enumerate(objects, 1):
+        offsets.append(len(data))
+        data += b"%d 0 obj\n" % i + body + b"\nendobj\n"
+    xref = len(data)
+    data += b"xref\n0 %d\n0000000000 65535 f \n" % (len(objects) + 1)
+    data += b"".join(b"%010d 00000 n \n" % offset for offset in offsets)
+    data += b"trailer\n<</Size %d/Root 1 0 R>>\nstartxref\n%d\n%%%%EOF\n" % (len(objects) + 1, xref)
+    return Hostile(DOCUMENTS, file=("bomb.pdf", data, "application/pdf"), param="file")
+
+
+def many_frames_tiff(frames: int = 500) -> Hostile:
+    """A TIFF of `frames` small pages: each a page for OCR."""
+    pages = [Image.new("L", (32, 32), 255) for _ in range(frames)]
+    out = io.BytesIO()
+    pages[0].save(out, "TIFF", save_all=True, append_images=pages[1:])
+    return Hostile(DOCUMENTS, file=("frames.tiff", out.getvalue(), "image/tiff"), param="file")
 
 
 def big_tokenize(n_bytes: int = 8 << 20) -> Hostile:

@@ -184,7 +184,7 @@ def test_ocr_pages_and_pages_ocr_could_not_read_show_per_document(
             "id": "doc-2",
             "filename": "receipts.pdf",
             "ocr_pages": [1, 3],
-            "ocr_failed_pages": [{"page": 2, "reason": "OCR took longer than 30 s"}],
+            "ocr_failed": [{"page": 2, "reason": "OCR took longer than 30 s"}],
         },
         {**base, "id": "doc-3", "filename": "notes.txt", "ocr_pages": []},
     ]

@@ -2,11 +2,13 @@ from __future__ import annotations
 
 import pytest
 
+from bench.workloads.hostile_requests import image_bomb_pdf
 from rag.errors import DocumentError
-from rag.loader import load
+from rag.loader import load, paged
 from rag.parse_limits import ParseLimits
 from tests.rag.docx_files import corrupt_docx, empty_docx, make_docx
 from tests.rag.pdfs import make_pdf
+from tests.rag.scans import encoded, pdf_of, scanned_page
 
 LIMIT = 1 << 20
 
@@ -46,8 +48,8 @@ def test_source_code_and_any_text_type_are_plain_text(name: str, content_type: s
 
 
 def test_unsupported_types_name_the_accepted_ones():
-    with pytest.raises(DocumentError, match=r"\.docx, source code, or any text/\* content type"):
-        load("photo.jpg", b"\xff\xd8", LIMIT, "image/jpeg")
+    with pytest.raises(DocumentError, match=r"\.docx, source code, .* or an image of a page"):
+        load("clip.mp4", b"\x00\x00\x00\x18ftypmp42", LIMIT, "video/mp4")
 
 
 @pytest.mark.parametrize(
@@ -96,3 +98,53 @@ def test_a_docx_is_read_within_its_unpacked_limit():
     assert load("n.docx", data, LIMIT, limits=ParseLimits(max_unpacked_bytes=1 << 20)).text
     with pytest.raises(DocumentError, match="--doc-max-unpacked-bytes"):
         load("n.docx", data, LIMIT, limits=ParseLimits(max_unpacked_bytes=1000))
+
+
+OCR = ParseLimits(ocr_max_pages=3)
+SCAN = scanned_page("A scanned page about lighthouses.")
+
+
+def test_a_scanned_pdf_leaves_its_pages_to_ocr():
+    doc = load("s.pdf", pdf_of([SCAN, SCAN]), 1 << 24, limits=OCR)
+    assert (doc.kind, doc.text, doc.ocr_pages, doc.pages()) == ("pdf", "", [1, 2], ["", ""])
+
+
+def test_a_mixed_pdf_keeps_its_text_layer_and_leaves_the_rest_to_ocr():
+    doc = load("m.pdf", pdf_of(["Rivers run to the sea.", SCAN, "12"]), 1 << 24, limits=OCR)
+    assert doc.ocr_pages == [2, 3]  # "12": a page number stamped on a scan is no text layer
+    assert doc.pages() == ["Rivers run to the sea.", "", ""]
+    assert doc.page_at(doc.text.index("sea")) == 1
+
+
+def test_an_image_is_one_page_left_to_ocr():
+    doc = load("page.png", encoded(SCAN), 1 << 24, "image/png", OCR)
+    assert (doc.kind, doc.text, doc.page_starts, doc.ocr_pages) == ("image", "", [0], [1])
+    assert load("page", encoded(SCAN, "JPEG"), 1 << 24, "image/jpeg", OCR).kind == "image"
+
+
+def test_more_pages_to_ocr_than_the_limit_are_refused_as_too_large():
+    with pytest.raises(DocumentError, match="4 pages without text .* limit is 3") as e:
+        load("s.pdf", pdf_of([SCAN] * 4), 1 << 24, limits=OCR)
+    assert e.value.too_large
+
+
+def test_without_ocr_a_scan_and_an_image_are_refused_with_the_reason_and_a_mixed_pdf_loads():
+    off = ParseLimits(no_ocr="OCR is off on this server (--ocr off)")
+    with pytest.raises(DocumentError, match=r"no extractable text .*--ocr off"):
+        load("s.pdf", pdf_of([SCAN]), 1 << 24, limits=off)
+    with pytest.raises(DocumentError, match=r"images of pages are read by OCR: .*--ocr off"):
+        load("p.png", encoded(SCAN), 1 << 24, limits=off)
+    doc = load("m.pdf", pdf_of(["Rivers run to the sea.", SCAN]), 1 << 24, limits=off)
+    assert (doc.text.strip(), doc.ocr_pages) == ("Rivers run to the sea.", [])
+
+
+def test_paged_is_the_inverse_of_pages():
+    doc = paged(["", "two", "", "four"], "pdf")
+    assert doc.pages() == ["", "two", "", "four"]
+    assert [doc.page_at(doc.text.index(w)) for w in ("two", "four")] == [2, 4]
+
+
+def test_a_scan_whose_image_decodes_to_gigapixels_is_refused_before_it_is_stored():
+    with pytest.raises(DocumentError, match="--ocr-max-pixels") as e:
+        load("bomb.pdf", image_bomb_pdf(20_000).file[1], 1 << 24, limits=OCR)
+    assert not e.value.too_large  # a bad document: 400

@@ -139,8 +139,10 @@ def document_json(
     """`prefill`: queued | done | failed while this process prefills the document into the
     prefix cache (--doc-prefill-tokens), cached when a tier held it at start-up; null
     otherwise. `kv`: in a collection that blends, its chunks' own KV (pending | running | done |
-    failed, chunks done of total) once its prefill is queued; null otherwise."""
+    failed, chunks done of total) once its prefill is queued; null otherwise. `ocr_pages`: the
+    pages whose text OCR read; `ocr_failed`: those it could not, each with why."""
     ready = d.status == "ready"
+    ocr = d.ocr
     return {
         "id": d.id,
         "object": "document",
@@ -148,8 +150,17 @@ def document_json(
         "filename": d.filename,
         "sha256": d.sha256,
         "status": d.status,
-        "progress": {"chunks_done": d.chunks_done, "chunks_total": d.chunks_total},
+        "progress": {
+            "chunks_done": d.chunks_done,
+            "chunks_total": d.chunks_total,
+            "ocr_pages_done": 0 if ocr is None else ocr.done,
+            "ocr_pages_total": 0 if ocr is None else ocr.total,
+        },
         "error": d.error,
+        "ocr_pages": [] if ocr is None else ocr.pages,
+        "ocr_failed": []
+        if ocr is None
+        else [{"page": f.page, "reason": f.reason} for f in ocr.failed],
         "duplicate": duplicate,
         "n_chunks": d.chunks_total if ready else 0,
         "n_tokens": d.n_tokens,

@@ -1,7 +1,8 @@
 """`ChunkStore`: the internal side of documents, by document or chunk id.
 
 The ingestion worker reads a queued document, reports its progress and stores its chunks,
-vectors and token ids; the search indexes and retrieval read the chunks back. None of these
+vectors and token ids (and, before that, the pages it read by OCR: `ocr`,
+app/db/documents/ocr_store.py); the search indexes and retrieval read the chunks back. None of these
 calls takes a tenant: they run after the API (`DocumentStore`, app/db/documents/document_store.py)
 has checked ownership, or for every tenant at once. Each method is one short transaction, like
 `Store`'s; it shares the Store's engine. Which worker ingests a document is `claims`' business
@@ -26,6 +27,7 @@ from app.db.documents.document_records import (
     collection_record,
     document_record,
 )
+from app.db.documents.ocr_store import OcrStore
 from app.db.replicas.ingest_claims import IngestClaims
 from app.db.store import Store
 
@@ -34,6 +36,7 @@ class ChunkStore:
     def __init__(self, store: Store) -> None:
         self._tx = store.transaction
         self.claims = IngestClaims(store)
+        self.ocr = OcrStore(store)
 
     # --- ingestion (by document id) -------------------------------------------------------
 

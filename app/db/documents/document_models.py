@@ -75,7 +75,7 @@ class Document(Base):
         String(64), ForeignKey("collections.id", ondelete="CASCADE")
     )
     filename: Mapped[str] = mapped_column(Text)
-    kind: Mapped[str] = mapped_column(String(16))  # text | markdown | html | pdf | docx
+    kind: Mapped[str] = mapped_column(String(16))  # text | markdown | html | pdf | docx | image
     sha256: Mapped[str] = mapped_column(String(64))  # of the uploaded bytes
     text: Mapped[str] = mapped_column(Text)  # extracted text: what ingestion (re)starts from
     page_starts: Mapped[list[int]] = mapped_column(Json)
@@ -90,6 +90,14 @@ class Document(Base):
     # until when unless it renews; another worker may take it over after that.
     claimed_by: Mapped[str | None] = mapped_column(String(128))
     lease_until: Mapped[datetime | None] = mapped_column(UTCDateTime)
+    # OCR (rag/ocr/): the uploaded bytes while pages of them wait to be read (the worker that
+    # claims the document reads them from here), NULL once they are read and for documents that
+    # needed none. Deferred: listing or reading documents never loads it.
+    source: Mapped[bytes | None] = mapped_column(LargeBinary, nullable=True, deferred=True)
+    # {"pending": [pages], "pages": [pages read], "failed": [{"page", "reason"}]}; NULL: no page
+    # needed OCR. `text` holds the read pages' text once `pending` is empty.
+    ocr: Mapped[dict[str, Any] | None] = mapped_column(Json, nullable=True)
+    ocr_done: Mapped[int] = mapped_column(Integer, default=0, server_default="0")  # of pending
 
 
 class DocumentDeletion(Base):

@@ -9,6 +9,7 @@ from typing import Any
 import numpy as np
 
 from app.db.documents.document_models import Collection, DocChunk, Document
+from rag.ocr.ocr_reader import PageFailure
 
 
 @dataclass(slots=True)
@@ -29,6 +30,33 @@ class CollectionRecord:
 
 
 @dataclass(slots=True)
+class OcrState:
+    """A document's pages read by OCR: `pending` until the worker has read them (`done` of them
+    so far), then each in `pages` or, with its reason, in `failed`."""
+
+    pending: list[int]
+    pages: list[int]
+    failed: list[PageFailure]
+    done: int = 0
+
+    @property
+    def total(self) -> int:
+        """Pages OCR has to read or has read."""
+        return len(self.pending) or len(self.pages) + len(self.failed)
+
+    def to_json(self) -> dict[str, Any]:
+        failed = [{"page": f.page, "reason": f.reason} for f in self.failed]
+        return {"pending": self.pending, "pages": self.pages, "failed": failed}
+
+
+def ocr_state(stored: dict[str, Any] | None, done: int = 0) -> OcrState | None:
+    if stored is None:
+        return None
+    failed = [PageFailure(int(f["page"]), str(f["reason"])) for f in stored.get("failed", [])]
+    return OcrState(list(stored.get("pending", [])), list(stored.get("pages", [])), failed, done)
+
+
+@dataclass(slots=True)
 class DocumentRecord:
     id: str
     collection_id: str
@@ -42,6 +70,7 @@ class DocumentRecord:
     n_tokens: int
     error: str | None
     created_at: datetime
+    ocr: OcrState | None = None  # None: no page of it needed OCR
 
 
 @dataclass(slots=True)
@@ -102,6 +131,7 @@ def document_record(d: Document) -> DocumentRecord:
         d.n_tokens,
         d.error,
         d.created_at,
+        ocr_state(d.ocr, d.ocr_done),
     )
 
 

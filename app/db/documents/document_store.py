@@ -20,6 +20,7 @@ from app.db.documents.document_records import (
     ChunkRecord,
     CollectionRecord,
     DocumentRecord,
+    OcrState,
     chunk_record,
     collection_record,
     document_record,
@@ -141,11 +142,15 @@ class DocumentStore:
         page_starts: list[int],
         metadata: dict[str, Any],
         adopt_model: str | None = None,
+        ocr_pages: list[int] | None = None,
+        source: bytes | None = None,
     ) -> tuple[DocumentRecord, bool] | None:
         """(the document, duplicate?): the same sha256 in the collection returns the stored
         one. None if the collection does not exist for this tenant. `adopt_model`: a collection
         that has no model yet (made before collections had one) becomes this model's, in the
-        same transaction, so that a server of that model ingests the document."""
+        same transaction, so that a server of that model ingests the document. `ocr_pages`:
+        pages the worker is to read by OCR from `source`, the uploaded bytes (kept until then).
+        """
         for _ in range(2):  # PostgreSQL: a concurrent insert of the same content wins; retry
             try:
                 with self._tx(write=True) as s:
@@ -181,6 +186,9 @@ class DocumentStore:
                         n_tokens=0,
                         error=None,
                         created_at=utcnow(),
+                        source=source if ocr_pages else None,
+                        ocr=OcrState(ocr_pages, [], []).to_json() if ocr_pages else None,
+                        ocr_done=0,
                     )
                     s.add(d)
                     s.flush()

@@ -1,9 +1,10 @@
 """`Ingestor`: the background worker that turns queued documents into searchable chunks.
 
-One thread, documents one at a time in upload order: load the stored text, chunk it in chat-model
-tokens, tokenize each chunk with its numbered header (once, for good), embed in batches (progress
-after each), then store every chunk, vector and token id in one transaction and add the vectors
-to the collection's index. A failure marks the document `error` with the reason.
+One thread, documents one at a time in upload order: load the stored text (after reading the
+pages the upload left to OCR, if any: app/docs/background/page_ocr.py), chunk it in chat-model
+tokens, tokenize each chunk with its numbered header (once, for good), embed in batches
+(progress after each), then store every chunk, vector and token id in one transaction and add
+the vectors to the collection's index. A failure marks the document `error` with the reason.
 
 Every replica has one worker, and a document is ingested by exactly one of them: a worker claims
 it in the database with a lease it renews while it works (app/db/replicas/ingest_claims.py,
@@ -40,7 +41,9 @@ from app.db.documents.chunk_store import ChunkStore
 from app.db.documents.chunk_writes import NumbersTaken
 from app.db.documents.document_records import CollectionRecord, NewChunk
 from app.docs.background.ingest_lease import LeaseKeeper
+from app.docs.background.page_ocr import no_text, read_scanned_pages
 from app.docs.library import DocLibrary
+from app.docs.ocr_setup import OcrSetup
 from app.engine.background_pacer import BackgroundPacer
 from rag.chunker import Chunker
 from rag.layout import chunk_text
@@ -76,21 +79,33 @@ def ingest_document(
     pacer: BackgroundPacer | None = None,
     worker: str | None = None,
     engine_busy: EngineBusy = lambda: False,
+    ocr: OcrSetup | None = None,
 ) -> CollectionRecord | None:
     """Ingest one stored document; its collection when it became ready, None if it was
     deleted meanwhile or (with `worker`, the holder of its claim) another worker took it over.
     Raises on failure. `pacer`: sizes the embedding batches (None: EMBED_BATCH chunks each);
-    `engine_busy`: one embedding thread while it says so, the library's budget otherwise."""
+    `engine_busy`: one embedding thread while it says so, the library's budget otherwise;
+    `ocr`: how pages left to OCR are read (None: they are not, and are reported so)."""
     found = store.ingest_input(document_id)
     if found is None:
         return None  # deleted meanwhile
     doc, text, page_starts, collection = found
+    loaded = LoadedDocument(text, doc.kind, page_starts)
+    if doc.ocr is not None and doc.ocr.pending:
+        if not store.set_progress(document_id, "processing", 0, 0, worker=worker):
+            return None
+        scanned = read_scanned_pages(
+            store, ocr or OcrSetup(None), doc, loaded, wait_for_quiet, worker
+        )
+        if scanned is None:
+            return None
+        loaded, doc.ocr = scanned.loaded, scanned.state
     chunker = Chunker(
         lambda t: len(tokenize(t)), collection.chunk_tokens, collection.overlap_tokens
     )
-    chunks = chunker.split(LoadedDocument(text, doc.kind, page_starts))
+    chunks = chunker.split(loaded)
     if not chunks:
-        raise ValueError("the document has no text to index")
+        raise ValueError(no_text(doc.ocr))
     if not store.set_progress(document_id, "processing", 0, len(chunks), worker=worker):
         return None
 
@@ -155,11 +170,14 @@ class Ingestor:
         lease_s: float = 30.0,
         engine_busy: EngineBusy = lambda: False,
         own_model: str | None = None,
+        ocr: OcrSetup | None = None,
     ) -> None:
         """`worker`: this replica's id in claims (app/docs/background/ingest_lease.py `worker_id`);
         `lease_s`: how long a claim lasts unless renewed (--ingest-lease); `own_model`: claim
-        only documents of collections of the model of this name (--docs-own-model), None: all."""
+        only documents of collections of the model of this name (--docs-own-model), None: all;
+        `ocr`: how pages of scans and images are read (None: not on this server)."""
         self.store, self.library, self.tokenize, self.model = store, library, tokenize, model
+        self.ocr = ocr
         self.wait_for_quiet, self.engine_busy = wait_for_quiet, engine_busy
         self.worker, self.lease_s, self.own_model = worker, lease_s, own_model
         self.pacer = embed_pacer()  # keeps its measured rate from one document to the next
@@ -246,6 +264,7 @@ class Ingestor:
                     pacer=self.pacer,
                     worker=self.worker,
                     engine_busy=self.engine_busy,
+                    ocr=self.ocr,
                 )
             if collection is not None:
                 with self._ready_lock:

@@ -74,6 +74,8 @@ def _store(
         page_starts=loaded.page_starts,
         metadata=upload.metadata,
         adopt_model=docs.own_model,  # a collection from before collections had a model
+        ocr_pages=loaded.ocr_pages,  # read by the worker from the upload's bytes
+        source=upload.data,
     )
     if found is None:  # deleted meanwhile
         raise not_found("collection", collection_id, "collection_id")

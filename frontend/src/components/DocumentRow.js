@@ -25,7 +25,7 @@ function statusOf(d) {
 
 function Ocr({ d }) {
   const read = d.ocr_pages || [];
-  const failed = d.ocr_failed_pages || [];
+  const failed = d.ocr_failed || [];
   if (!read.length && !failed.length) return null;
   return html`<div class="ocr">
     ${read.length > 0 && html`<span class="ocr-pages" title="read by OCR: these pages have no text layer">OCR: ${pagesText(read)}</span>`}

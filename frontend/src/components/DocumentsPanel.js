@@ -11,7 +11,7 @@ import { DocumentRow, UploadRow } from "./DocumentRow.js";
 
 // What the file picker offers: the text formats, and scans and photos of pages (read by OCR).
 const ACCEPT = [
-  ".txt,.md,.markdown,.html,.htm,.pdf,text/plain,text/markdown,text/html,application/pdf",
+  ".txt,.md,.markdown,.html,.htm,.pdf,text/plain,text/markdown,text/html,application/pdf,.docx",
   ".png,.jpg,.jpeg,.tif,.tiff,.webp,image/png,image/jpeg,image/tiff,image/webp",
 ].join(",");
 

@@ -12,6 +12,7 @@ from sqlalchemy import inspect
 
 import app.db.documents.document_models  # noqa: F401 (its tables join Base.metadata)
 import app.db.replicas.replica_models  # noqa: F401 (its tables join Base.metadata)
+from app.db.documents.chunk_store import ChunkStore
 from app.db.documents.document_store import DocumentStore
 from app.db.migrate import alembic_config, current, head, upgrade
 from app.db.models import Base
@@ -53,7 +54,7 @@ def test_upgrade_creates_the_tables_and_a_second_upgrade_is_a_no_op(database_url
     assert current(database_url) is None
     upgrade(database_url)
     assert tables(database_url) == TABLES | {"alembic_version"}
-    assert current(database_url) == head() == "0014"
+    assert current(database_url) == head() == "0015"
 
     store = Store(database_url)
     sid = store.create_session().id
@@ -127,6 +128,43 @@ def test_collections_from_before_0013_answer_by_retrieval(database_url: str):
     try:
         with engine.connect() as conn:
             assert conn.exec_driver_sql("SELECT count(*) FROM collections").scalar() == 2
+    finally:
+        engine.dispose()
+
+
+def test_documents_from_before_0014_needed_no_ocr(database_url: str):
+    """A document stored before OCR (a scanned PDF was refused then) reads as one no page of
+    which needed OCR, with no bytes kept; the columns go again on a downgrade, the rows stay."""
+    command.upgrade(alembic_config(database_url), "0013")
+    engine = make_engine(database_url)
+    try:
+        with engine.begin() as conn:
+            conn.exec_driver_sql(
+                "INSERT INTO collections (id, tenant_id, name, chunk_tokens, overlap_tokens, "
+                "created_at, version) VALUES ('col-1', '', 'c', 64, 8, '2026-01-01', 0)"
+            )
+            conn.exec_driver_sql(
+                "INSERT INTO documents (id, collection_id, filename, kind, sha256, text, "
+                "page_starts, metadata, status, chunks_done, chunks_total, n_tokens, created_at)"
+                " VALUES ('doc-1', 'col-1', 'a.pdf', 'pdf', 'x', 'words', '[0]', '{}', 'ready',"
+                " 0, 0, 0, '2026-01-01')"
+            )
+    finally:
+        engine.dispose()
+    upgrade(database_url)
+    store = Store(database_url)
+    try:
+        assert DocumentStore(store).get_document("", "doc-1").ocr is None
+        assert ChunkStore(store).ocr.source("doc-1") is None
+    finally:
+        store.close()
+    command.downgrade(alembic_config(database_url), "0013")
+    engine = make_engine(database_url)
+    try:
+        with engine.connect() as conn:
+            assert conn.exec_driver_sql("SELECT count(*) FROM documents").scalar() == 1
+            columns = {c["name"] for c in inspect(conn).get_columns("documents")}
+            assert not columns & {"source", "ocr", "ocr_done"}
     finally:
         engine.dispose()
 

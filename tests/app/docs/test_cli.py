@@ -16,6 +16,7 @@ from app.db.documents.document_store import DocumentStore
 from app.db.store import Store
 from bench.lib.server_process import ROOT, ServerProcess
 from tests.app.api.kvchat.test_document_routes import call
+from tests.rag.scans import encoded, scanned_page
 
 
 def docs_command(*args: str) -> subprocess.CompletedProcess:
@@ -48,6 +49,23 @@ def test_ingest_from_the_command_line(tmp_path: Path):
     assert (doc.filename, doc.status, doc.chunks_total) == ("owls.md", "ready", 1)
     assert docs.chunks("", doc.id)[0].text.startswith("# Owls")
     assert len(list((tmp_path / "data" / "indexes").glob(f"{collection.id}.*faiss"))) == 1
+    store.close()
+
+
+def test_ingest_reads_scans_and_photos_by_ocr(tmp_path: Path):
+    (tmp_path / "owls.png").write_bytes(encoded(scanned_page("Barn owls hunt mice at night.")))
+    out = docs_command(
+        "ingest", str(tmp_path / "owls.png"), "--collection", "scans",
+        "--data-dir", str(tmp_path / "data"),
+    )  # fmt: skip
+    assert out.returncode == 0, out.stderr
+    store = Store(f"sqlite:///{tmp_path / 'data' / 'kvchat.db'}")
+    docs = DocumentStore(store)
+    [collection] = docs.list_collections("")
+    [doc] = docs.list_documents("", collection.id)
+    assert (doc.kind, doc.status, doc.ocr.pages) == ("image", "ready", [1])
+    [chunk] = docs.chunks("", doc.id)
+    assert chunk.page == 1 and "owls" in chunk.text and "night" in chunk.text
     store.close()
 
 

@@ -84,7 +84,8 @@ def test_source_code_and_any_text_type_are_ingested_as_text(
         ("cut.docx", corrupt_docx(), DOCX_MIME, "not a readable DOCX file"),
         ("fake.docx", b"just some words", DOCX_MIME, "not a readable DOCX file"),
         ("cut.pdf", make_pdf(["A page about owls."])[:200], "application/pdf", "PDF"),
-        ("photo.jpg", b"\xff\xd8\xff\xe0 not text", "image/jpeg", ".docx, source code"),
+        ("photo.jpg", b"\xff\xd8\xff\xe0 not text", "image/jpeg", "corrupt or truncated"),
+        ("clip.mp4", b"\x00\x00\x00\x18ftypmp42", "video/mp4", ".docx, source code"),
     ],
 )
 def test_corrupt_and_unsupported_files_get_a_400_and_nothing_is_stored(

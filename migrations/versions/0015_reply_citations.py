@@ -1,8 +1,8 @@
 """A reply in full-document mode keeps its citations: the chunks its answer quoted, found from
 its text when it ended (a retrieval turn's sources are in its user message's content).
 
-Revision ID: 0014
-Revises: 0013
+Revision ID: 0015
+Revises: 0014
 Create Date: 2026-12-02
 
 Written by hand. A plain nullable column: SQLite adds it in place, and every message from
@@ -16,8 +16,8 @@ from collections.abc import Sequence
 import sqlalchemy as sa
 from alembic import op
 
-revision: str = "0014"
-down_revision: str | Sequence[str] | None = "0013"
+revision: str = "0015"
+down_revision: str | Sequence[str] | None = "0014"
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
 
