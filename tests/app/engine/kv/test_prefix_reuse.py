@@ -25,7 +25,7 @@ from app.engine.core.scheduler import Scheduler
 from app.engine.core.slot import Slot, usable_prefix
 from app.engine.engine_config import EngineConfig
 from app.engine.kv.kv_tiers import MIN_SAVE_SHARE, MIN_SAVE_TOKENS
-from app.engine.kv.prefix_reuse import PrefixReuse
+from app.engine.kv.prefix_reuse import PrefixReuse, worth_keeping
 from app.engine.llama.model import Model
 from app.engine.request import GenerationRequest
 from app.engine.reuse_kinds import CacheSource, PrefixMatch
@@ -206,14 +206,13 @@ def test_the_slot_holds_the_longest_available_prefix_and_nothing_is_lost(turns):
             s.id: (list(s.cache.tokens), s.salt) for s in rig.scheduler.slots if s is not slot
         }
         own = usable_prefix(prompt, slot.reusable_prefix(prompt, salt))
-        donor = max(
-            (
-                usable_prefix(prompt, s.reusable_prefix(prompt, salt))
-                for s in rig.scheduler.slots
-                if s is not slot
-            ),
-            default=0,
-        )
+        shares = [
+            (s, usable_prefix(prompt, s.reusable_prefix(prompt, salt)))
+            for s in rig.scheduler.slots
+            if s is not slot
+        ]
+        donor = max((n for _, n in shares), default=0)
+        kept = any(n == donor and worth_keeping(s, n) for s, n in shares)
         found = rig.host.best(salt, prompt)
         host = usable_prefix(prompt, found[1]) if found else 0
 
@@ -226,9 +225,9 @@ def test_the_slot_holds_the_longest_available_prefix_and_nothing_is_lost(turns):
         if not cache:
             assert n == 0
         else:
-            # A donor shorter than MIN_SAVE_TOKENS is not kept for a parking admission; what
-            # parking saves to host memory may still serve it from there.
-            floor = donor if not park or donor >= MIN_SAVE_TOKENS else 0
+            # A donor not worth keeping (`worth_keeping`) is parked for a parking admission;
+            # what parking saves to host memory may still serve it from there.
+            floor = donor if not park or kept else 0
             assert max(own, host, floor) <= n <= max(own, host, donor)
         rig.assert_consistent()
         # What the admitted slot dropped is in host memory when the loss was worth a save.
@@ -439,6 +438,27 @@ def test_a_long_prefill_parks_but_keeps_the_donor_and_never_evicts_a_host_entry(
     assert list(other.cache.tokens) == list(range(600, 640))
     assert list(donor.cache.tokens) == list(range(30))
     rig.assert_consistent()
+
+
+def test_a_donor_sharing_only_a_short_header_parks_and_host_memory_serves_its_prefix(rig: Rig):
+    """A slot that shares a chat header with a long new prompt is not kept resident for it: its
+    cells would sit below the new ones for the task's whole life (every decode attending over
+    them). It parks like the others and the header comes back from host memory."""
+    donor = rig.hold(0, [*range(20), *range(7000, 7200)])
+    prompt = [*range(20), *range(5000, 5300)]
+    assert rig.prepare(1, prompt, park=True) == PrefixMatch(20, CacheSource.HOST)
+    assert not donor.cache and rig.host.covers("", TokenSequence([*range(20), *range(7000, 7200)]))
+    rig.assert_consistent()
+
+
+@pytest.mark.parametrize(
+    ("shared", "held", "kept"),
+    [(20, 220, False), (16, 30, True), (15, 20, False), (120, 220, True)],
+)
+def test_a_donor_is_worth_keeping_for_at_least_half_of_what_it_holds(shared, held, kept):
+    donor = Slot(0)
+    donor.cache = TokenSequence(list(range(held)))
+    assert worth_keeping(donor, shared) is kept
 
 
 # --- deleted documents -------------------------------------------------------------------------
