@@ -44,7 +44,7 @@ class ReuseStats:
     disk_bytes: int = 0  # files of the disk tier, counted against --cache-disk
 
 
-def worth_keeping(donor: Slot, n: int) -> bool:
+def worth_keeping(donor: Slot, n: int, long: bool = True) -> bool:
     """Whether an idle slot whose first `n` tokens a task shares stays resident for it to copy.
 
     A copy shares the donor's cells, and the rest of the donor's KV stays in place until the
@@ -54,8 +54,10 @@ def worth_keeping(donor: Slot, n: int) -> bool:
     chat-template header before a different prompt (measured: a cold 800-token prompt was
     5-8% slower than llama-server's). Otherwise the donor is parked like any idle slot and
     the prefix comes from host memory (saved as it parks) into the lowest free cells, or is
-    computed; a prefix under MIN_SAVE_TOKENS is never worth a slot."""
-    return n >= MIN_SAVE_TOKENS and 2 * n >= len(donor.cache)
+    computed. Before a short prefill (`long` false) the span hardly matters and saving the
+    donor now would delay the first token: it stays, and parks after that token. A prefix
+    under MIN_SAVE_TOKENS is never worth a slot."""
+    return n >= MIN_SAVE_TOKENS and (not long or 2 * n >= len(donor.cache))
 
 
 class PrefixReuse:
@@ -112,13 +114,13 @@ class PrefixReuse:
             donor, donor_n = None, 0  # its sliding window has moved past that prefix
         found, host_n = self.tiers.host_best(task)
         if park:  # before any restore
-            if donor is not None and not worth_keeping(donor, donor_n):
-                donor, donor_n = None, 0  # parked like the others; host memory serves its prefix
             # Saving the idle slots before a short prefill would delay its first token more
             # than their cells slow it (a save into a fresh buffer pays page faults;
             # docs/kv-reuse.md, Measurements): those go after that token
             # (EngineLoop._park_pending), the others now.
             long = len(prompt) - max(own, donor_n, host_n) >= TAIL_BEFORE_PARK_MIN
+            if donor is not None and not worth_keeping(donor, donor_n, long):
+                donor, donor_n = None, 0  # parked like the others; host memory serves its prefix
             saves = self.stats.saves
             self.park_idle(long, slot, keep=donor, tails=long)
             if self.stats.saves != saves:  # an entry saved may replace one it wholly contains

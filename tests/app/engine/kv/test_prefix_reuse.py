@@ -25,7 +25,7 @@ from app.engine.core.scheduler import Scheduler
 from app.engine.core.slot import Slot, usable_prefix
 from app.engine.engine_config import EngineConfig
 from app.engine.kv.kv_tiers import MIN_SAVE_SHARE, MIN_SAVE_TOKENS
-from app.engine.kv.prefix_reuse import PrefixReuse, worth_keeping
+from app.engine.kv.prefix_reuse import TAIL_BEFORE_PARK_MIN, PrefixReuse, worth_keeping
 from app.engine.llama.model import Model
 from app.engine.request import GenerationRequest
 from app.engine.reuse_kinds import CacheSource, PrefixMatch
@@ -212,9 +212,10 @@ def test_the_slot_holds_the_longest_available_prefix_and_nothing_is_lost(turns):
             if s is not slot
         ]
         donor = max((n for _, n in shares), default=0)
-        kept = any(n == donor and worth_keeping(s, n) for s, n in shares)
         found = rig.host.best(salt, prompt)
         host = usable_prefix(prompt, found[1]) if found else 0
+        long = len(prompt) - max(own, donor, host) >= TAIL_BEFORE_PARK_MIN
+        kept = any(n == donor and worth_keeping(s, n, long) for s, n in shares)
 
         match = rig.prepare(i, list(prompt.tokens), salt, park, cache)
         n, source = match.cached, match.source
@@ -459,6 +460,9 @@ def test_a_donor_is_worth_keeping_for_at_least_half_of_what_it_holds(shared, hel
     donor = Slot(0)
     donor.cache = TokenSequence(list(range(held)))
     assert worth_keeping(donor, shared) is kept
+    # Before a short prefill the donor stays (parked after the first token) if it is worth a
+    # slot at all.
+    assert worth_keeping(donor, shared, long=False) is (shared >= MIN_SAVE_TOKENS)
 
 
 # --- deleted documents -------------------------------------------------------------------------
