@@ -170,8 +170,12 @@ def interleaved(peer: peers.Peer, plan: Plan, ask_one: AskOne, seed: int) -> dic
 
 
 def run(model: str, quick: bool, servers: list[str]) -> dict:
+    with peers.profiled(ctx_size=CTX_SIZE):
+        return _run(model, quick, servers)
+
+
+def _run(model: str, quick: bool, servers: list[str]) -> dict:
     plan = QUICK if quick else FULL
-    peers.configure(ctx_size=CTX_SIZE)
     report: dict = {"plan": asdict(plan), "failed": {}, "interleaved": {}}
     report["full_vs_retrieval"] = full_vs_retrieval(model, plan)
     work = workload(plan)

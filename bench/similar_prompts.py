@@ -118,8 +118,8 @@ def measure_8k(turn: Turn, rnd: random.Random) -> dict[str, float]:
 
 def one_turn(name: str, model: str, plan: Plan, bias: dict, ctx: int, seed: int) -> dict:
     """Start `name` alone with `ctx` cells, time its rows, stop it."""
-    peers.configure(ctx_size=ctx)
-    peer = peers.make(name, model)
+    with peers.profiled(ctx_size=ctx):
+        peer = peers.make(name, model)
     try:
         peer.start()
         stream_chat(peer.base_url, [{"role": "user", "content": "Hello"}], max_tokens=2)

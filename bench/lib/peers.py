@@ -21,6 +21,8 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from pathlib import Path
 
@@ -56,6 +58,18 @@ def configure(**changes: object) -> Profile:
     global PROFILE
     PROFILE = replace(PROFILE, **changes)  # type: ignore[arg-type]
     return PROFILE
+
+
+@contextmanager
+def profiled(**changes: object) -> Iterator[Profile]:
+    """The profile with `changes` for the servers started inside the block, the one before it
+    again after (a bench part that needs other flags leaves the rest of a run as it was)."""
+    global PROFILE
+    before = PROFILE
+    try:
+        yield configure(**changes)
+    finally:
+        PROFILE = before
 
 
 class PeerUnavailable(RuntimeError):

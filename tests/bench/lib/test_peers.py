@@ -51,3 +51,10 @@ def test_more_clients_add_aggregate_decode_rows_with_targets() -> None:
     names = prefix.throughput_names(plan)
     assert names == ["1 client x 16 tokens", "8 clients x 16 tokens", "32 clients x 16 tokens"]
     assert prefix.several_clients(names) == names[1:]
+
+
+def test_a_profile_for_a_block_is_undone_after_it() -> None:
+    before = peers.PROFILE
+    with peers.profiled(ctx_size=16384) as inside:
+        assert peers.PROFILE is inside and inside.ctx_size == 16384
+    assert peers.PROFILE is before

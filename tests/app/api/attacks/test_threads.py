@@ -124,7 +124,7 @@ def test_pdf_uploads_wait_in_a_bounded_pool_and_key_lookups_go_on(tmp_path: Path
     # Pages past --doc-max-pages' default: a PDF long enough that PDFium reads it for a while.
     args = ("--max-concurrent-per-key", "0", "--doc-max-pages", "10000")
     srv, auth = keyed_server(tmp_path, *args, env=env)
-    pdf = make_pdf([f"page {i}" for i in range(6000)])
+    pdf = make_pdf([f"page number {i}" for i in range(6000)])  # text: no page for OCR
 
     with srv, ThreadPoolExecutor(16) as clients:
         r = httpx.post(srv.base_url + "/v1/collections", json={"name": "pdfs"}, headers=auth)
