@@ -34,10 +34,11 @@ def server() -> Iterator[ServerProcess]:
 
 @pytest.fixture(scope="module")
 def keyed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KeyedServer]:
-    """Tenants alice, bob and carol; a stream per tenant, two on the server, 8 KiB each."""
+    """Tenants alice, bob and carol; a stream per tenant, two on the server, 8 KiB each. Three
+    slots: a request while two kept streams generate is served at once, not after them."""
     data = tmp_path_factory.mktemp("streams")
     keys = {name: make_key(data, name) for name in ("alice", "bob", "carol")}
-    args = ("-np", "2", "-c", "4096", "--data-dir", str(data), "--doc-prefill-tokens", "0")
+    args = ("-np", "3", "-c", "4096", "--data-dir", str(data), "--doc-prefill-tokens", "0")
     limits = ("--streams-per-tenant", "1", "--streams-max", "2", "--stream-max-bytes", "8192")
     with ServerProcess(*args, *limits) as srv:
         yield KeyedServer(srv, data, keys)
