@@ -66,23 +66,37 @@ def test_upgrade_creates_the_tables_and_a_second_upgrade_is_a_no_op(database_url
     store.close()
 
 
-def test_sessions_and_collections_from_before_0012_have_no_model(database_url: str):
-    """Rows from before sessions and collections remembered their model keep NULL: served as
-    before (a router's default); new ones get the model the server names."""
-    command.upgrade(alembic_config(database_url), "0011")
+# A collection row as every revision since 0004 (collections' version) can store it.
+COLLECTION_ROW = (
+    "INSERT INTO collections (id, tenant_id, name, chunk_tokens, overlap_tokens, "
+    "created_at, version) VALUES ('col-1', '', 'c', 64, 8, '2026-01-01', 0)"
+)
+
+
+def rows_before(database_url: str, revision: str, *statements: str) -> None:
+    """The database at `revision` with rows of that time, written by `statements`."""
+    command.upgrade(alembic_config(database_url), revision)
     engine = make_engine(database_url)
     try:
         with engine.begin() as conn:
-            conn.exec_driver_sql(
-                "INSERT INTO conversations (id, tenant_id, sampling, created_at, updated_at) "
-                "VALUES ('s1', '', '{}', '2026-01-01', '2026-01-01')"
-            )
-            conn.exec_driver_sql(
-                "INSERT INTO collections (id, tenant_id, name, chunk_tokens, overlap_tokens, "
-                "created_at, version) VALUES ('col-1', '', 'c', 64, 8, '2026-01-01', 0)"
-            )
+            for sql in statements:
+                conn.exec_driver_sql(sql)
     finally:
         engine.dispose()
+
+
+def test_sessions_and_collections_from_before_0012_have_no_model(database_url: str):
+    """Rows from before sessions and collections remembered their model keep NULL: served as
+    before (a router's default); new ones get the model the server names."""
+    rows_before(
+        database_url,
+        "0011",
+        (
+            "INSERT INTO conversations (id, tenant_id, sampling, created_at, updated_at) "
+            "VALUES ('s1', '', '{}', '2026-01-01', '2026-01-01')"
+        ),
+        COLLECTION_ROW,
+    )
     upgrade(database_url)
     store = Store(database_url)
     try:
@@ -103,16 +117,11 @@ def test_sessions_and_collections_from_before_0012_have_no_model(database_url: s
 def test_collections_from_before_0013_answer_by_retrieval(database_url: str):
     """A collection from before collections had a mode reads `retrieval` (what its questions
     did then); a new one gets the mode it is made with; the column goes on a downgrade."""
-    command.upgrade(alembic_config(database_url), "0012")
-    engine = make_engine(database_url)
-    try:
-        with engine.begin() as conn:
-            conn.exec_driver_sql(
-                "INSERT INTO collections (id, tenant_id, name, chunk_tokens, overlap_tokens, "
-                "created_at, version) VALUES ('col-1', '', 'c', 64, 8, '2026-01-01', 0)"
-            )
-    finally:
-        engine.dispose()
+    rows_before(
+        database_url,
+        "0012",
+        COLLECTION_ROW,
+    )
     upgrade(database_url)
     store = Store(database_url)
     try:
@@ -135,22 +144,17 @@ def test_collections_from_before_0013_answer_by_retrieval(database_url: str):
 def test_documents_from_before_0014_needed_no_ocr(database_url: str):
     """A document stored before OCR (a scanned PDF was refused then) reads as one no page of
     which needed OCR, with no bytes kept; the columns go again on a downgrade, the rows stay."""
-    command.upgrade(alembic_config(database_url), "0013")
-    engine = make_engine(database_url)
-    try:
-        with engine.begin() as conn:
-            conn.exec_driver_sql(
-                "INSERT INTO collections (id, tenant_id, name, chunk_tokens, overlap_tokens, "
-                "created_at, version) VALUES ('col-1', '', 'c', 64, 8, '2026-01-01', 0)"
-            )
-            conn.exec_driver_sql(
-                "INSERT INTO documents (id, collection_id, filename, kind, sha256, text, "
-                "page_starts, metadata, status, chunks_done, chunks_total, n_tokens, created_at)"
-                " VALUES ('doc-1', 'col-1', 'a.pdf', 'pdf', 'x', 'words', '[0]', '{}', 'ready',"
-                " 0, 0, 0, '2026-01-01')"
-            )
-    finally:
-        engine.dispose()
+    rows_before(
+        database_url,
+        "0013",
+        COLLECTION_ROW,
+        (
+            "INSERT INTO documents (id, collection_id, filename, kind, sha256, text, "
+            "page_starts, metadata, status, chunks_done, chunks_total, n_tokens, created_at)"
+            " VALUES ('doc-1', 'col-1', 'a.pdf', 'pdf', 'x', 'words', '[0]', '{}', 'ready',"
+            " 0, 0, 0, '2026-01-01')"
+        ),
+    )
     upgrade(database_url)
     store = Store(database_url)
     try:
