@@ -117,6 +117,8 @@ class EngineLoop:
                     if due is not None and due <= now and not clients:
                         self.stepper.step(background=True)
                         continue
+                    if not clients and not self.sleep.asleep and self.reuse.warm_for_parking():
+                        continue  # a piece at a time: a request arriving waits for one at most
                     asleep_in = self.sleep.seconds_left(now)
                     if asleep_in is not None and asleep_in <= 0 and due is None and not clients:
                         self.sleep.fall_asleep()

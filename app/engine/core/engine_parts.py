@@ -74,8 +74,6 @@ def build_parts(
     scheduler = Scheduler(model.n_seq_max, config.slot_prompt_similarity, speculator, n_ctx_request)
     host, disk = _cache_tiers(config)
     arrivals = Arrivals(wake=wake.set)
-    # One batch for the steps and for the idle tails parking decodes between them.
-    batch = model.new_batch()
     reuse = PrefixReuse(
         model,
         scheduler,
@@ -84,7 +82,6 @@ def build_parts(
         config.cache_reuse,
         wake=wake.set,
         on_op=on_cache_op,
-        prefill_tail=lambda slot: slot.prefill_tail(model, batch),
     )
     chunks = ChunkKv(host, disk, model_fingerprint(config.model_path))
     gate = model_gate(model, config.blend_sink_tokens, config.blend_force)
@@ -95,7 +92,7 @@ def build_parts(
         else None
     )
     pacer = BackgroundPacer(config.background_batch_ms / 1000.0, config.n_batch)
-    stepper = Stepper(model, scheduler, reuse, n_ctx_request, pacer, vision, batch, speculator)
+    stepper = Stepper(model, scheduler, reuse, n_ctx_request, pacer, vision, speculator)
     compactor = KvCompactor(model, host.pool, config.defrag_thold, on_cache_op)
     # Events of the steps, one event-loop wake-up per stream interval at most. Waiting for a
     # loop to send first tokens pays on CPU only, where the next decode takes the cores the

@@ -26,7 +26,6 @@ import numpy as np
 from mm.token_sequence import TokenSequence
 
 if TYPE_CHECKING:
-    from app.engine.llama.batch import Batch
     from app.engine.llama.model import Model
     from app.engine.task import Task
 
@@ -173,19 +172,6 @@ class Slot:
         self.documents = donor.documents
         blended = donor.blended_from
         self.blended_from = blended if blended is not None and blended < n else None
-
-    def prefill_tail(self, model: Model, batch: Batch) -> None:
-        """Decode the pending tail into the KV now (between steps, engine thread), so that the
-        slot is saved with it; the tail is dropped if the KV has no room."""
-        tail, self.tail = self.tail, None
-        if not tail:
-            return
-        batch.clear()
-        batch.add_run(tail, self.cache.n_pos, self.id)
-        if model.decode(batch) == 0:
-            self.cache.extend(tail)
-        else:  # no room: whatever of it went in is cut away again
-            self.cut_to(len(self.cache), model)
 
     def erase(self, model: Model) -> None:
         self.tail = None

@@ -22,7 +22,6 @@ from app.engine.decode_counts import DecodeCounts
 from app.engine.events import TokenLogprob
 from app.engine.kv.kv_room import make_room
 from app.engine.kv.prefix_reuse import PrefixReuse
-from app.engine.llama.batch import Batch
 from app.engine.llama.model import Model
 from app.engine.llama.sampled_probs import sampled_probs
 from app.engine.llama.vision import Vision
@@ -41,7 +40,6 @@ class Stepper:
         n_ctx_request: int,
         pacer: BackgroundPacer,
         vision: Vision | None = None,
-        batch: Batch | None = None,
         speculator: Speculator | None = None,
     ) -> None:
         self.model, self.scheduler, self.reuse = model, scheduler, reuse
@@ -49,9 +47,7 @@ class Stepper:
         self.pacer = pacer  # sizes the batches of background work
         self.vision = vision  # image input (--mmproj); opened on the engine thread
         self.n_ctx_request = n_ctx_request  # KV cells one request may use (<= n_ctx)
-        # Its own unless given; the engine shares its batch with the idle tail prefill, which
-        # runs between steps (`Slot.prefill_tail`). Closed by `close`.
-        self._batch = batch if batch is not None else model.new_batch()
+        self._batch = model.new_batch()  # closed by `close`
         self.counts = DecodeCounts()  # client steps, for llama-server's /metrics
 
     def close(self) -> None:

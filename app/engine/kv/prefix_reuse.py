@@ -27,11 +27,10 @@ from app.engine.reuse_kinds import TIERS, CacheSource, PrefixMatch
 from app.engine.task import Task
 from mm.token_sequence import TokenSequence
 
-# Fewest tokens a task must prefill for the idle slots it parks to get their pending tails
-# (a conversation's next-turn boundary, a few tokens) decoded first, so they are saved with
-# them: a tail costs a small share of such a prefill (docs/kv-reuse.md, Measurements). The next
-# turn of that conversation then prefills that much less.
-TAIL_BEFORE_PARK_MIN = 256
+# Fewest tokens a task must prefill for the idle slots it parks to be saved before it starts:
+# their cells would slow all of that prefill, which costs far more than the saves. Before a
+# shorter one the saves wait until its first token is out (docs/kv-reuse.md, Measurements).
+LONG_PREFILL_MIN = 256
 
 
 @dataclass(slots=True)
@@ -70,12 +69,8 @@ class PrefixReuse:
         shift_min_chunk: int = 0,
         wake: Callable[[], None] = lambda: None,
         on_op: Callable[[str, str, float], None] | None = None,
-        prefill_tail: Callable[[Slot], None] | None = None,
     ) -> None:
         self.model = model
-        # Decodes an idle slot's pending tail into its KV (the engine's: `Slot.prefill_tail`
-        # with the step batch); None: tails are dropped when their slot is parked.
-        self.prefill_tail = prefill_tail
         self.shift_min_chunk = shift_min_chunk  # --cache-reuse; 0 = no KV shifting
         self.scheduler = scheduler
         self.host = host
@@ -99,8 +94,8 @@ class PrefixReuse:
             slot.erase(self.model)
         if not task.cache_prompt:
             if park:
-                long = len(prompt) >= TAIL_BEFORE_PARK_MIN
-                self.park_idle(long, slot, tails=long)
+                long = len(prompt) >= LONG_PREFILL_MIN
+                self.park_idle(long, slot)
             self._cut(slot, 0, salt)
             return PrefixMatch()
         own = usable_prefix(prompt, slot.reusable_prefix(prompt, salt, task.request.approximate))
@@ -118,11 +113,11 @@ class PrefixReuse:
             # than their cells slow it (a save into a fresh buffer pays page faults;
             # docs/kv-reuse.md, Measurements): those go after that token
             # (EngineLoop._park_pending), the others now.
-            long = len(prompt) - max(own, donor_n, host_n) >= TAIL_BEFORE_PARK_MIN
+            long = len(prompt) - max(own, donor_n, host_n) >= LONG_PREFILL_MIN
             if donor is not None and not worth_keeping(donor, donor_n, long):
                 donor, donor_n = None, 0  # parked like the others; host memory serves its prefix
             saves = self.stats.saves
-            self.park_idle(long, slot, keep=donor, tails=long)
+            self.park_idle(long, slot, keep=donor)
             if self.stats.saves != saves:  # an entry saved may replace one it wholly contains
                 found, host_n = self.tiers.host_best(task)
         # A longer prefix on disk wins over host memory's (a shared tier holds other replicas'
@@ -161,14 +156,15 @@ class PrefixReuse:
         save: bool,
         admitted: Slot | None = None,
         keep: Slot | None = None,
-        tails: bool = False,
     ) -> None:
         """Free the cells of idle slots (but `keep`) whose KV host memory holds, saving it
         first if `save`. What is left (the donor, slots not yet saved) goes in the engine's
         pass after the next step; a slot that cannot be saved (no room) waits for the next
         task's admission, not for every step.
-        `tails`: the admitted task has a long prefill, so a slot's pending tail is decoded
-        before the slot is saved (`prefill_tail`); otherwise it is dropped.
+        A parked slot's pending tail (its conversation's next-turn boundary, queued for idle
+        time) is dropped, not decoded first: alone it costs a whole decode step on this task's
+        path, where that conversation's next turn computes its few tokens with its own prompt
+        for a small share of that (docs/kv-reuse.md, Measurements).
 
         llama.cpp's attention spans every KV cell up to the highest one in use, whichever
         sequence holds it: idle slots' cells slow every decode of the busy ones, and a
@@ -181,14 +177,27 @@ class PrefixReuse:
         for slot in self.scheduler.slots:
             if slot is admitted or slot is keep or not slot.idle or not len(slot.cache):
                 continue  # (the admitted slot is not bound yet; the donor is copied after this)
-            if save and tails and slot.tail and self.prefill_tail is not None:
-                self.prefill_tail(slot)
             # Parking never evicts a host entry: with host memory full, the KV stays where it
             # is (parking that evicted left almost no warm prompt cached; docs/kv-reuse.md).
             if save and self.host.has_room(self.model.state_size(slot.id), len(slot.cache)):
                 self.save(slot, keep=0)
             if self.host.covers(slot.salt, slot.cache) or len(slot.cache) < MIN_SAVE_TOKENS:
                 slot.park(self.model)
+
+    def warm_for_parking(self) -> bool:
+        """One piece of work making ready the buffers that parking the idle slots would save
+        into now (`StatePool.warm`); False when they are ready. The engine calls it while it has
+        nothing else to do: those saves come on the path of the next prompt that parks them."""
+        sizes = []
+        for slot in self.scheduler.slots:
+            if not slot.idle or len(slot.cache) < MIN_SAVE_TOKENS or slot.blended_from is not None:
+                continue
+            if slot.documents & self.forgotten or self.host.covers(slot.salt, slot.cache):
+                continue
+            size = self.model.state_size(slot.id)
+            if self.host.has_room(size, len(slot.cache)):
+                sizes.append(size)
+        return bool(sizes) and self.host.pool.warm(sizes)
 
     def unpark(self, slot: Slot) -> None:
         """Bring a parked idle slot's KV back from host memory (a slot save wants what the

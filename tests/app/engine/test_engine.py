@@ -12,7 +12,7 @@ import pytest
 from app.engine.engine import Engine
 from app.engine.engine_config import EngineConfig
 from app.engine.events import Failed, Finished, TextDelta
-from app.engine.kv.prefix_reuse import TAIL_BEFORE_PARK_MIN
+from app.engine.kv.prefix_reuse import LONG_PREFILL_MIN
 from app.engine.request import GenerationRequest, RequestError
 from app.engine.sampler import SamplingParams
 from mm.token_sequence import MediaChunk, TokenSequence
@@ -454,34 +454,44 @@ def test_a_cut_that_frees_cells_under_kept_ones_compacts_the_kv_which_still_serv
         assert text == first
 
 
-def test_a_long_prefill_parks_idle_slots_with_their_next_turn_boundary(model_path: str):
-    with started(model_path, n_ctx=4096, n_parallel=2, park_idle_slots=True) as eng:
+def test_a_long_prefill_parks_an_idle_slot_as_it_is_and_its_next_turn_restores_it(
+    model_path: str,
+):
+    # Its next-turn boundary stays pending (no idle time comes): parking saves the slot without
+    # decoding it, and the conversation's next turn computes it with its own tokens.
+    config = {"n_ctx": 4096, "n_parallel": 2, "park_idle_slots": True, "idle_prefill_delay": 600.0}
+    with started(model_path, **config) as eng:
         a = prompt_of(eng, "Conversation A about rivers and mills. " * 12)
         cont = [eng.tokenizer.eos, 198, 42]
-
-        def turn() -> GenerationRequest:
-            return GenerationRequest(a.copy(), GREEDY, max_tokens=3, id_slot=0, continuation=cont)
-
-        run(eng, turn())
-        boundary = len(a) + 3 + len(cont)  # the reply's tokens, then the continuation
-        # A short prompt parks slot 0 without its boundary (computing it would cost more than
-        # the prompt itself); a long one (>= TAIL_BEFORE_PARK_MIN tokens to prefill) with it.
-        short = prompt_of(eng, "Hello there.")
+        run(eng, GenerationRequest(a.copy(), GREEDY, max_tokens=3, id_slot=0, continuation=cont))
+        held = eng.slots()[0].n_cached
+        assert held == len(a) + 2  # the prompt, the two decoded tokens; the third is pending
         long = prompt_of(eng, "Conversation B about stars and comets. " * 40)
-        assert len(short) < TAIL_BEFORE_PARK_MIN <= len(long)
-        run(eng, GenerationRequest(short, GREEDY, max_tokens=2, id_slot=1))
-        saved = eng.call(lambda: parts_of(eng).reuse.host.best(eng.keyed(""), a)[0].tokens).result(
-            timeout=30
-        )
-        assert eng.slots()[0].n_cached == 0 and len(saved) < boundary
-        _, again = run(eng, turn())  # A again on slot 0, restored; its boundary pending again
-        assert again.timings.cache_source == "host"
+        assert len(long) >= LONG_PREFILL_MIN
         run(eng, GenerationRequest(long, GREEDY, max_tokens=2, id_slot=1))
-        saved = eng.call(lambda: parts_of(eng).reuse.host.best(eng.keyed(""), a)[0].tokens).result(
-            timeout=30
-        )
         assert eng.slots()[0].n_cached == 0
-        assert len(saved) == boundary and list(saved)[-len(cont) :] == cont
+        best = parts_of(eng).reuse.host.best
+        saved = eng.call(lambda: list(best(eng.keyed(""), a)[0].tokens)).result(timeout=30)
+        assert len(saved) == held
+        turn = TokenSequence([*saved, *cont, *prompt_of(eng, " And the weirs?").tokens])
+        _, again = run(eng, GenerationRequest(turn, GREEDY, max_tokens=2, id_slot=0))
+        assert again.timings.cache_source == "host" and again.cached_tokens == held
+
+
+def test_an_idle_engine_readies_the_buffer_its_next_park_saves_into(model_path: str):
+    config = {"n_ctx": 4096, "n_parallel": 2, "park_idle_slots": True, "idle_prefill_delay": 600.0}
+    with started(model_path, **config) as eng:
+        a = prompt_of(eng, "Conversation A about rivers and mills. " * 12)
+        run(eng, GenerationRequest(a, GREEDY, max_tokens=2, id_slot=0))
+        pool = parts_of(eng).reuse.host.pool
+        eventually(lambda: pool.warmed == 1, "the idle engine to ready slot 0's save buffer")
+        allocated, reused = pool.allocated, pool.reused
+        long = prompt_of(eng, "Conversation B about stars and comets. " * 40)
+        run(eng, GenerationRequest(long, GREEDY, max_tokens=2, id_slot=1))
+        assert eng.slots()[0].n_cached == 0  # parked, saved into the ready buffer
+        assert pool.allocated == allocated and pool.reused == reused + 1
+        _, again = run(eng, GenerationRequest(a.copy(), GREEDY, max_tokens=2, id_slot=0))
+        assert again.timings.cache_source == "host" and again.cached_tokens == len(a) - 1
 
 
 def test_parking_an_idle_slot_never_evicts_a_host_entry(model_path: str):

@@ -358,23 +358,7 @@ def test_a_decode_error_raises_commits_nothing_and_fail_active_frees_the_slots(r
     rig.assert_consistent()
 
 
-# --- idle tails, repeats, images ---------------------------------------------------------------
-
-
-@pytest.mark.parametrize("room", [True, False])
-def test_an_idle_tail_is_decoded_into_the_kv_or_dropped_whole(rig: Rig, room: bool):
-    slot = rig.hold(0, [1, 2])
-    slot.tail = [3, 4]
-    if not room:
-        rig.model.statuses = [1]  # no room in the KV
-    batch = rig.model.new_batch()  # Slot.prefill_tail, between steps, on the step's batch
-    slot.prefill_tail(rig.model, batch)
-    assert rig.model.decoded == [[(3, 2, 0, False), (4, 3, 0, False)]]
-    assert slot.tail is None
-    assert list(slot.cache.tokens) == ([1, 2, 3, 4] if room else [1, 2])
-    rig.assert_consistent()
-    slot.prefill_tail(rig.model, batch)  # nothing pending: nothing decoded
-    assert len(rig.model.decoded) == 1
+# --- repeats, images --------------------------------------------------------------------------
 
 
 def test_an_exact_repeat_samples_from_the_kept_logits_without_a_decode(rig: Rig):

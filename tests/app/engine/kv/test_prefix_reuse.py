@@ -11,7 +11,7 @@ test_engine.py; this file checks the invariants and the thresholds no real run r
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
@@ -25,7 +25,7 @@ from app.engine.core.scheduler import Scheduler
 from app.engine.core.slot import Slot, usable_prefix
 from app.engine.engine_config import EngineConfig
 from app.engine.kv.kv_tiers import MIN_SAVE_SHARE, MIN_SAVE_TOKENS
-from app.engine.kv.prefix_reuse import TAIL_BEFORE_PARK_MIN, PrefixReuse, worth_keeping
+from app.engine.kv.prefix_reuse import LONG_PREFILL_MIN, PrefixReuse, worth_keeping
 from app.engine.llama.model import Model
 from app.engine.request import GenerationRequest
 from app.engine.reuse_kinds import CacheSource, PrefixMatch
@@ -109,16 +109,10 @@ def saved_tokens(data: bytes | bytearray | memoryview) -> list[int]:
 
 
 def make_reuse(
-    model: FakeModel | Model,
-    scheduler: Scheduler,
-    host: HostCache,
-    disk: DiskCache | None = None,
-    prefill_tail: Callable[[Slot], None] | None = None,
+    model: FakeModel | Model, scheduler: Scheduler, host: HostCache, disk: DiskCache | None = None
 ) -> PrefixReuse:
     """The one place this file builds a PrefixReuse (its wiring may move into its constructor)."""
-    reuse = PrefixReuse(model, scheduler, host, disk)
-    reuse.prefill_tail = prefill_tail
-    return reuse
+    return PrefixReuse(model, scheduler, host, disk)
 
 
 class Rig:
@@ -130,14 +124,7 @@ class Rig:
         self.model = FakeModel()
         self.scheduler = Scheduler(n_slots, similarity=0.1)
         self.host = HostCache(host_bytes)
-        self.tails: list[tuple[int, list[int]]] = []  # (slot, tail) prefilled before a park
-        self.reuse = make_reuse(self.model, self.scheduler, self.host, disk, self.prefill_tail)
-
-    def prefill_tail(self, slot: Slot) -> None:  # what Stepper.prefill_tail does, KV-wise
-        tail, slot.tail = slot.tail, None
-        if tail:
-            self.tails.append((slot.id, tail))
-            self.model.decode(slot, tail)
+        self.reuse = make_reuse(self.model, self.scheduler, self.host, disk)
 
     def slot(self, i: int) -> Slot:
         return self.scheduler.slots[i]
@@ -214,7 +201,7 @@ def test_the_slot_holds_the_longest_available_prefix_and_nothing_is_lost(turns):
         donor = max((n for _, n in shares), default=0)
         found = rig.host.best(salt, prompt)
         host = usable_prefix(prompt, found[1]) if found else 0
-        long = len(prompt) - max(own, donor, host) >= TAIL_BEFORE_PARK_MIN
+        long = len(prompt) - max(own, donor, host) >= LONG_PREFILL_MIN
         kept = any(n == donor and worth_keeping(s, n, long) for s, n in shares)
 
         match = rig.prepare(i, list(prompt.tokens), salt, park, cache)
@@ -409,18 +396,19 @@ def test_without_a_shared_disk_a_finished_turn_is_not_written(tmp_path: Path):
 
 
 @pytest.mark.parametrize("long", [True, False])
-def test_parking_prefills_pending_tails_only_before_a_long_prefill(rig: Rig, long: bool):
+def test_parking_saves_idle_slots_before_a_long_prefill_and_drops_their_tails(rig: Rig, long: bool):
     a = rig.hold(0, list(range(1000, 1040)))
     a.tail, a.session = [7, 8], "conversation-a"
     b = rig.hold(1, list(range(2000, 2010)))  # too short to save: parked without a copy
     prompt = list(range(3000, 3000 + (300 if long else 20)))
     assert rig.prepare(2, prompt, park=True) == PrefixMatch(0, CacheSource.NONE)
-    expected_a = [*range(1000, 1040), 7, 8] if long else list(range(1000, 1040))
-    assert rig.tails == ([(0, [7, 8])] if long else [])
-    if long:  # saved with its tail, then its cells freed
-        assert rig.host.covers("", TokenSequence(expected_a)) and not a.cache
-    else:  # saved after the first token (Engine._park_pending), not now
-        assert list(a.cache.tokens) == expected_a and a.tail == [7, 8]
+    saved = TokenSequence(list(range(1000, 1040)))
+    if long:  # saved as it was (its tail never decoded: the next turn computes it), cells freed
+        assert rig.host.covers("", saved) and not a.cache and a.tail is None
+        assert not rig.host.covers("", TokenSequence([*saved.tokens, 7, 8]))
+    else:  # saved after the first token (Engine._park_pending), not now; the tail still waits
+        assert not rig.host.entries and list(a.cache.tokens) == list(saved.tokens)
+        assert a.tail == [7, 8]
     assert not b.cache and a.session == "conversation-a"  # parking keeps the claim
     rig.assert_consistent()
 
