@@ -28,7 +28,7 @@ import statistics
 import sys
 import time
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from bench.lib import peers
@@ -57,7 +57,10 @@ WARM_UP, WARM_UP_8K, QUERY, LM_COLD, LM_REPEAT, RND_AT_ONCE, RND_COLD, RND_REPEA
 class Plan:
     words: int = 800
     documents: int = 6  # LMCache's warm-up round
-    one_at_a_time: int = 3  # documents sent one at a time, each then repeated twice
+    # Documents sent one at a time, each then repeated twice: as many as the warm-up round's (one
+    # cold prompt's TTFT moves by up to ~10% from one request to the next here; three runs of
+    # three read 0.93-1.10 for two servers within 1% of each other, interleaved).
+    one_at_a_time: int = 6
     in_flight: int = 4
     max_tokens: int = 16
     runs: int = 3
@@ -73,11 +76,36 @@ def random_document(words: int, rnd: random.Random) -> str:
     return f"{nonce()} " + " ".join(rnd.choice(vocab) for _ in range(words))
 
 
+@dataclass(frozen=True, slots=True)
+class OneAtATime:
+    """Mean TTFTs of documents sent one at a time, and where a cold one's time went: around the
+    prompt's compute (TTFT less the server's own `timings.prompt_ms`: HTTP, template, tokens,
+    cache lookups and saves, the first token's way out) and the compute per prompt token."""
+
+    cold: float
+    repeat: float
+    around_s: float | None  # None: the server reported no timings
+    ms_per_token: float | None
+
+    @classmethod
+    def of(cls, cold: list[Result], repeat: list[Result]) -> OneAtATime:
+        timed = [r for r in cold if r.timings.get("prompt_n")]
+        around = [r.ttft - r.timings["prompt_ms"] / 1000 for r in timed]
+        per_token = [r.timings["prompt_ms"] / r.timings["prompt_n"] for r in timed]
+        return cls(
+            statistics.fmean(r.ttft for r in cold),
+            statistics.fmean(r.ttft for r in repeat),
+            statistics.fmean(around) if around else None,
+            statistics.fmean(per_token) if per_token else None,
+        )
+
+
 class Turn:
     """One server's turn: requests to it, `plan`'s length and bias."""
 
     def __init__(self, peer: peers.Peer, plan: Plan, bias: dict) -> None:
         self.peer, self.plan, self.bias = peer, plan, bias
+        self.cold_parts: dict[str, OneAtATime] = {}  # by row, once measured
 
     def ask(self, text: str) -> Result:
         messages = [{"role": "user", "content": text}]
@@ -89,13 +117,14 @@ class Turn:
         with ThreadPoolExecutor(self.plan.in_flight) as pool:
             return statistics.fmean(r.ttft for r in pool.map(self.ask, documents))
 
-    def one_at_a_time(self, documents: list[str]) -> tuple[float, float]:
-        """(mean cold TTFT, mean TTFT of each document repeated twice right after)."""
-        cold, repeat = [], []
+    def one_at_a_time(self, documents: list[str]) -> OneAtATime:
+        """Each document cold, then repeated twice right after."""
+        cold: list[Result] = []
+        repeat: list[Result] = []
         for text in documents:
-            cold.append(self.ask(text).ttft)
-            repeat += [self.ask(text).ttft for _ in range(2)]
-        return statistics.fmean(cold), statistics.fmean(repeat)
+            cold.append(self.ask(text))
+            repeat += [self.ask(text) for _ in range(2)]
+        return OneAtATime.of(cold, repeat)
 
 
 def measure_16k(turn: Turn, rnd: random.Random) -> dict[str, float]:
@@ -104,10 +133,13 @@ def measure_16k(turn: Turn, rnd: random.Random) -> dict[str, float]:
     out = {WARM_UP: turn.at_once(lm)}
     out[QUERY] = turn.at_once(rnd.sample(lm, len(lm)))
     singles = [lmcache_document(100 + i, plan.words) for i in range(plan.one_at_a_time)]
-    out[LM_COLD], out[LM_REPEAT] = turn.one_at_a_time(singles)
+    lm_singles = turn.one_at_a_time(singles)
+    out[LM_COLD], out[LM_REPEAT] = lm_singles.cold, lm_singles.repeat
     out[RND_AT_ONCE] = turn.at_once([random_document(plan.words, rnd) for _ in lm])
     singles = [random_document(plan.words, rnd) for _ in range(plan.one_at_a_time)]
-    out[RND_COLD], out[RND_REPEAT] = turn.one_at_a_time(singles)
+    rnd_singles = turn.one_at_a_time(singles)
+    out[RND_COLD], out[RND_REPEAT] = rnd_singles.cold, rnd_singles.repeat
+    turn.cold_parts = {LM_COLD: lm_singles, RND_COLD: rnd_singles}
     return out
 
 
@@ -129,7 +161,8 @@ def one_turn(name: str, model: str, plan: Plan, bias: dict, ctx: int, seed: int)
         measure = measure_16k if ctx == plan.ctx[0] else measure_8k
         rows = measure(turn, random.Random(seed))
         used = (peer.process.cpu_seconds() or 0.0) - (cpu or 0.0)
-        return {"rows": rows, "cpu_s": used, "neighbours": neighbours}
+        parts = {row: asdict(p) for row, p in turn.cold_parts.items()}
+        return {"rows": rows, "cpu_s": used, "neighbours": neighbours, "cold_parts": parts}
     finally:
         peer.stop()
         time.sleep(1.0)  # its memory returned before the next server starts
@@ -198,8 +231,36 @@ def markdown(report: dict) -> str:
         for row in [r for r in ROWS if r in m["ours"] and r in m["llama-server"]]:
             runs = zip(m["ours"][row]["runs"], m["llama-server"][row]["runs"], strict=False)
             lines.append(f"- {row}: " + ", ".join(f"{a / b:.2f}" for a, b in runs))
-    lines += ["", *_conditions(report)]
+    lines += [*_cold_parts(report), "", *_conditions(report)]
     return "\n".join(lines) + "\n"
+
+
+def _cold_parts(report: dict) -> list[str]:
+    """Where a cold prompt's time went, one at a time, per server (means over the runs)."""
+    out = []
+    for row in (LM_COLD, RND_COLD):
+        cells = []
+        for name, turns in report["servers"].items():
+            parts = [t["cold_parts"][row] for t in turns if row in t.get("cold_parts", {})]
+            around = [p["around_s"] for p in parts if p["around_s"] is not None]
+            per_token = [p["ms_per_token"] for p in parts if p["ms_per_token"] is not None]
+            if around and per_token:
+                cells.append(
+                    f"{name} {1000 * statistics.fmean(around):.0f} ms around, "
+                    f"{statistics.fmean(per_token):.2f} ms a prompt token"
+                )
+        if cells:
+            out.append(f"- {row}: " + "; ".join(cells))
+    if out:
+        out = [
+            "",
+            "Where a cold prompt's time went (TTFT less the server's own `prompt_ms`: HTTP, "
+            "template, tokens, cache lookups and saves, the first token's way out; then the "
+            "compute per prompt token):",
+            "",
+            *out,
+        ]
+    return out
 
 
 def _conditions(report: dict) -> list[str]:

@@ -7,6 +7,7 @@ import random
 
 from bench import similar_prompts as sp
 from bench.lib import peers
+from bench.lib.client import Result
 
 
 def test_lmcache_documents_share_their_text_and_random_ones_do_not():
@@ -18,8 +19,26 @@ def test_lmcache_documents_share_their_text_and_random_ones_do_not():
 
 
 def turn(scale: float) -> dict:
+    parts = {row: {"cold": 3.0, "repeat": 0.1, "around_s": 0.01 * scale, "ms_per_token": 3.0}
+             for row in (sp.LM_COLD, sp.RND_COLD)}  # fmt: skip
     return {"rows": {row: scale * (i + 1) for i, row in enumerate(sp.ROWS)}, "cpu_s": 30.0,
-            "neighbours": []}  # fmt: skip
+            "neighbours": [], "cold_parts": parts}  # fmt: skip
+
+
+def result(ttft: float, timings: dict) -> Result:
+    return Result(ttft, ttft + 0.1, "x", 1, None, None, timings)
+
+
+def test_a_cold_prompts_time_splits_into_compute_and_what_is_around_it():
+    cold = [result(3.0, {"prompt_ms": 2980.0, "prompt_n": 900}),
+            result(2.0, {"prompt_ms": 1960.0, "prompt_n": 490})]  # fmt: skip
+    parts = sp.OneAtATime.of(cold, [result(0.01, {}), result(0.03, {})])
+    assert (parts.cold, parts.repeat) == (2.5, 0.02)
+    assert round(parts.around_s, 3) == 0.03 and round(parts.ms_per_token, 3) == round(
+        (2980 / 900 + 1960 / 490) / 2, 3
+    )
+    untimed = sp.OneAtATime.of([result(3.0, {})], [result(0.01, {})])
+    assert untimed.around_s is None and untimed.ms_per_token is None
 
 
 def test_every_row_is_held_to_llama_servers_mean_and_each_run_shows_its_ratio():
@@ -32,6 +51,8 @@ def test_every_row_is_held_to_llama_servers_mean_and_each_run_shows_its_ratio():
     table = sp.markdown(report)
     assert f"- {sp.WARM_UP}: 1.00, 1.20" in table
     assert "- ours: CPU seconds of its turns: 30, 30" in table and "running: none" in table
+    line = f"- {sp.RND_COLD}: ours 11 ms around, 3.00 ms a prompt token; llama-server 10 ms"
+    assert line in table
 
 
 def test_other_servers_names_a_running_server_but_not_the_excluded_one():
