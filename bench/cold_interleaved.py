@@ -1,0 +1,179 @@
+"""Cold prompts one at a time, ours and llama-server side by side, document by document.
+
+    python -m bench.cold_interleaved [--quick] [--documents N] [--out DIR]
+
+This machine's speed drifts by up to ~10% from one minute to the next, so two servers timed in
+turns minutes apart (bench.similar_prompts, each started alone for its turn) differ by that much
+whatever they do. Here both run at once with the same history, and the one not being timed is
+frozen (SIGSTOP: none of its threads runs; the report gives its CPU time over the other's
+requests): each document goes cold to one server, then to the other, the first alternating,
+each followed by two repeats, so the drift falls on both alike.
+
+A frozen server's clock runs on, so what it does when idle (ours: a conversation's next-turn
+boundary, buffers for its next saves) comes due while it is frozen: each server gets `pause`
+seconds once let go before its request is sent, as a client that waits that long between
+requests. Both servers: `-np 4 -c 16384 -t 2`, the packaged model, after LMCache's warm-up round
+(6 documents, 4 in flight); documents of `words` words as in bench.similar_prompts (LMCache's,
+one word repeated, and random words).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import random
+import statistics
+import sys
+import time
+from dataclasses import asdict, dataclass, replace
+from pathlib import Path
+
+from bench.lib import peers
+from bench.lib.client import stream_chat
+from bench.lib.targets import Target, table_lines, target
+from bench.long_doc_qa import lmcache_document
+from bench.similar_prompts import RESULTS, Plan, Turn, random_document
+
+NAMES = ("ours", "llama-server")
+KINDS = ("LMCache documents", "random words")
+
+
+@dataclass(frozen=True, slots=True)
+class Interleaved:
+    words: int = 800
+    documents: int = 12  # of each kind, each sent to both servers
+    max_tokens: int = 16
+    pause: float = 0.3  # seconds a server is let go before its request
+
+
+FULL = Interleaved()
+QUICK = Interleaved(words=100, documents=2, max_tokens=4)
+
+
+class Side:
+    """One server: frozen, but while one of its steps is timed."""
+
+    def __init__(self, peer: peers.Peer, turn: Turn, pause: float) -> None:
+        self.peer, self.turn, self.pause = peer, turn, pause
+        self.cold: list[float] = []
+        self.repeat: list[float] = []
+
+    def one(self, document: str) -> None:
+        self.peer.process.resume()
+        try:
+            time.sleep(self.pause)
+            parts = self.turn.one_at_a_time([document])
+        finally:
+            self.peer.process.pause()
+        self.cold.append(parts.cold)
+        self.repeat.append(parts.repeat)
+
+
+def documents(kind: str, plan: Interleaved, rnd: random.Random) -> list[str]:
+    if kind == KINDS[0]:
+        return [lmcache_document(200 + i, plan.words) for i in range(plan.documents)]
+    return [random_document(plan.words, rnd) for _ in range(plan.documents)]
+
+
+def measure(sides: dict[str, Side], plan: Interleaved, seed: int = 11) -> dict:
+    """Per kind: each server's cold and repeat TTFTs, and the frozen ones' CPU seconds."""
+    rnd, idle_cpu = random.Random(seed), 0.0
+    out: dict = {}
+    for kind in KINDS:
+        for side in sides.values():
+            side.cold, side.repeat = [], []
+        for i, doc in enumerate(documents(kind, plan, rnd)):
+            order = list(sides) if i % 2 == 0 else list(sides)[::-1]
+            for name in order:
+                others = [s.peer.process for n, s in sides.items() if n != name]
+                before = [p.cpu_seconds() or 0.0 for p in others]
+                sides[name].one(doc)
+                idle_cpu += sum(
+                    (p.cpu_seconds() or 0.0) - b for p, b in zip(others, before, strict=True)
+                )
+        out[kind] = {n: {"cold": s.cold, "repeat": s.repeat} for n, s in sides.items()}
+    return {"kinds": out, "idle_cpu_s": idle_cpu}
+
+
+def run(model: str, plan: Interleaved, names: list[str]) -> dict:
+    bias = peers.eog_logit_bias(model)
+    turn_plan = Plan(words=plan.words, max_tokens=plan.max_tokens)
+    sides: dict[str, Side] = {}
+    try:
+        with peers.profiled(ctx_size=16384):
+            for name in names:
+                peer = peers.make(name, model).start()
+                stream_chat(peer.base_url, [{"role": "user", "content": "Hello"}], max_tokens=2)
+                peer.process.pause()
+                sides[name] = Side(peer, Turn(peer, turn_plan, bias), plan.pause)
+        warm_up = [lmcache_document(i, plan.words) for i in range(6)]
+        for side in sides.values():  # the history: LMCache's warm-up round, each alone
+            side.peer.process.resume()
+            side.turn.at_once(warm_up)
+            side.peer.process.pause()
+        report = measure(sides, plan)
+    finally:
+        for side in sides.values():
+            side.peer.stop()
+    return {"plan": asdict(plan), **report}
+
+
+def targets(report: dict) -> list[Target]:
+    rows = []
+    for kind, by_server in report["kinds"].items():
+        if set(NAMES) <= set(by_server):
+            ours, peer = (statistics.fmean(by_server[n]["cold"]) for n in NAMES)
+            rows.append(target(f"cold TTFT, interleaved: {kind}", ours, peer, 1.0, at_most=True))
+    return rows
+
+
+def markdown(report: dict) -> str:
+    plan = report["plan"]
+    lines = [
+        f"Cold prompts one at a time, interleaved: {plan['documents']} documents of "
+        f"{plan['words']} words of each kind, each to both servers (the other frozen), "
+        f"`-np 4 -c 16384 -t 2`, {plan['pause']} s before each request (mean TTFT, s).",
+        "",
+        "| documents | ours cold | llama-server cold | ours / llama-server | per document: "
+        "median (range) | ours repeat | llama-server repeat |",
+        "|---|---:|---:|---:|---|---:|---:|",
+    ]
+    for kind, by in report["kinds"].items():
+        if not set(NAMES) <= set(by):
+            continue
+        o, p = by["ours"], by["llama-server"]
+        per_doc = [a / b for a, b in zip(o["cold"], p["cold"], strict=True)]
+        cold_o, cold_p = statistics.fmean(o["cold"]), statistics.fmean(p["cold"])
+        lines.append(
+            f"| {kind} | {cold_o:.3f} | {cold_p:.3f} | {cold_o / cold_p:.2f} | "
+            f"{statistics.median(per_doc):.2f} ({min(per_doc):.2f}-{max(per_doc):.2f}) | "
+            f"{statistics.fmean(o['repeat']):.3f} | {statistics.fmean(p['repeat']):.3f} |"
+        )
+    lines += ["", f"CPU seconds of the frozen server over the other's requests: "
+              f"{report['idle_cpu_s']:.2f}"]  # fmt: skip
+    return "\n".join(lines) + "\n"
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="python -m bench.cold_interleaved", allow_abbrev=False)
+    p.add_argument("--quick", action="store_true", help="short documents, two of each kind")
+    p.add_argument("--documents", type=int, default=None)
+    p.add_argument("--out", type=Path, default=RESULTS)
+    args = p.parse_args(argv)
+    from app.config_derived import packaged_model_path
+
+    plan = QUICK if args.quick else FULL
+    if args.documents:
+        plan = replace(plan, documents=args.documents)
+    report = run(packaged_model_path(), plan, list(NAMES))
+    table = markdown(report)
+    stem = "cold-interleaved-quick" if args.quick else "cold-interleaved"
+    args.out.mkdir(parents=True, exist_ok=True)
+    (args.out / f"{stem}.md").write_text(f"# Cold prompts, interleaved\n\n{table}")
+    (args.out / f"{stem}.json").write_text(json.dumps(report, indent=1))
+    print("\n" + table + "\n" + "\n".join(table_lines(targets(report))))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
