@@ -1,6 +1,6 @@
 """Cold prompts one at a time, ours and llama-server side by side, document by document.
 
-    python -m bench.cold_interleaved [--quick] [--documents N] [--out DIR]
+    python -m bench.cold_interleaved [--quick] [--documents N] [--runs N] [--out DIR]
 
 This machine's speed drifts by up to ~10% from one minute to the next, so two servers timed in
 turns minutes apart (bench.similar_prompts, each started alone for its turn) differ by that much
@@ -36,18 +36,20 @@ from bench.similar_prompts import RESULTS, Plan, Turn, random_document
 
 NAMES = ("ours", "llama-server")
 KINDS = ("LMCache documents", "random words")
+PARTS = ("cold", "repeat")
 
 
 @dataclass(frozen=True, slots=True)
 class Interleaved:
     words: int = 800
-    documents: int = 12  # of each kind, each sent to both servers
+    documents: int = 8  # of each kind and run, each sent to both servers
     max_tokens: int = 16
     pause: float = 0.3  # seconds a server is let go before its request
+    runs: int = 3
 
 
 FULL = Interleaved()
-QUICK = Interleaved(words=100, documents=2, max_tokens=4)
+QUICK = Interleaved(words=100, documents=2, max_tokens=4, runs=1)
 
 
 class Side:
@@ -75,7 +77,7 @@ def documents(kind: str, plan: Interleaved, rnd: random.Random) -> list[str]:
     return [random_document(plan.words, rnd) for _ in range(plan.documents)]
 
 
-def measure(sides: dict[str, Side], plan: Interleaved, seed: int = 11) -> dict:
+def measure(sides: dict[str, Side], plan: Interleaved, seed: int) -> dict:
     """Per kind: each server's cold and repeat TTFTs, and the frozen ones' CPU seconds."""
     rnd, idle_cpu = random.Random(seed), 0.0
     out: dict = {}
@@ -96,6 +98,23 @@ def measure(sides: dict[str, Side], plan: Interleaved, seed: int = 11) -> dict:
 
 
 def run(model: str, plan: Interleaved, names: list[str]) -> dict:
+    """`plan.runs` runs, each on servers started afresh (first one, then the other)."""
+    runs = [
+        one_run(model, plan, names if i % 2 == 0 else names[::-1], seed=11 + i)
+        for i in range(plan.runs)
+    ]
+    kinds = {
+        kind: {
+            name: {part: [x for r in runs for x in r["kinds"][kind][name][part]] for part in PARTS}
+            for name in names
+        }
+        for kind in KINDS
+    }
+    idle = sum(r["idle_cpu_s"] for r in runs)
+    return {"plan": asdict(plan), "runs": runs, "kinds": kinds, "idle_cpu_s": idle}
+
+
+def one_run(model: str, plan: Interleaved, names: list[str], seed: int) -> dict:
     bias = peers.eog_logit_bias(model)
     turn_plan = Plan(words=plan.words, max_tokens=plan.max_tokens)
     sides: dict[str, Side] = {}
@@ -111,11 +130,10 @@ def run(model: str, plan: Interleaved, names: list[str]) -> dict:
             side.peer.process.resume()
             side.turn.at_once(warm_up)
             side.peer.process.pause()
-        report = measure(sides, plan)
+        return measure(sides, plan, seed)
     finally:
         for side in sides.values():
             side.peer.stop()
-    return {"plan": asdict(plan), **report}
 
 
 def targets(report: dict) -> list[Target]:
@@ -130,9 +148,9 @@ def targets(report: dict) -> list[Target]:
 def markdown(report: dict) -> str:
     plan = report["plan"]
     lines = [
-        f"Cold prompts one at a time, interleaved: {plan['documents']} documents of "
-        f"{plan['words']} words of each kind, each to both servers (the other frozen), "
-        f"`-np 4 -c 16384 -t 2`, {plan['pause']} s before each request (mean TTFT, s).",
+        f"Cold prompts one at a time, interleaved: {plan['runs']} runs of {plan['documents']} "
+        f"documents of {plan['words']} words of each kind, each to both servers (the other "
+        f"frozen), `-np 4 -c 16384 -t 2`, {plan['pause']} s before each request (mean TTFT, s).",
         "",
         "| documents | ours cold | llama-server cold | ours / llama-server | per document: "
         "median (range) | ours repeat | llama-server repeat |",
@@ -149,15 +167,27 @@ def markdown(report: dict) -> str:
             f"{statistics.median(per_doc):.2f} ({min(per_doc):.2f}-{max(per_doc):.2f}) | "
             f"{statistics.fmean(o['repeat']):.3f} | {statistics.fmean(p['repeat']):.3f} |"
         )
+    lines += ["", "Each run's ratio, ours / llama-server (cold):", ""]
+    for kind in KINDS:
+        ratios = [_ratio(r["kinds"][kind]) for r in report.get("runs", [])]
+        lines.append(f"- {kind}: " + ", ".join(f"{x:.2f}" for x in ratios if x is not None))
     lines += ["", f"CPU seconds of the frozen server over the other's requests: "
               f"{report['idle_cpu_s']:.2f}"]  # fmt: skip
     return "\n".join(lines) + "\n"
+
+
+def _ratio(by_server: dict) -> float | None:
+    if not set(NAMES) <= set(by_server):
+        return None
+    ours, peer = (statistics.fmean(by_server[n]["cold"]) for n in NAMES)
+    return ours / peer
 
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m bench.cold_interleaved", allow_abbrev=False)
     p.add_argument("--quick", action="store_true", help="short documents, two of each kind")
     p.add_argument("--documents", type=int, default=None)
+    p.add_argument("--runs", type=int, default=None)
     p.add_argument("--out", type=Path, default=RESULTS)
     args = p.parse_args(argv)
     from app.config_derived import packaged_model_path
@@ -165,6 +195,8 @@ def main(argv: list[str] | None = None) -> int:
     plan = QUICK if args.quick else FULL
     if args.documents:
         plan = replace(plan, documents=args.documents)
+    if args.runs:
+        plan = replace(plan, runs=args.runs)
     report = run(packaged_model_path(), plan, list(NAMES))
     table = markdown(report)
     stem = "cold-interleaved-quick" if args.quick else "cold-interleaved"

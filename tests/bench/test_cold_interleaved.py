@@ -9,7 +9,9 @@ from bench import cold_interleaved as ci
 def report(ours: list[float], peer: list[float]) -> dict:
     kind = {"ours": {"cold": ours, "repeat": [0.005]}, "llama-server": {"cold": peer,
             "repeat": [0.02]}}  # fmt: skip
-    return {"plan": ci.asdict(ci.QUICK), "kinds": {k: kind for k in ci.KINDS}, "idle_cpu_s": 0.0}
+    kinds = {k: kind for k in ci.KINDS}
+    return {"plan": ci.asdict(ci.QUICK), "runs": [{"kinds": kinds}], "kinds": kinds,
+            "idle_cpu_s": 0.0}  # fmt: skip
 
 
 def test_each_kind_is_held_to_llama_servers_mean_with_the_spread_of_its_documents():
@@ -20,6 +22,7 @@ def test_each_kind_is_held_to_llama_servers_mean_with_the_spread_of_its_document
     table = ci.markdown(r)
     assert "| random words | 2.500 | 2.500 | 1.00 | 1.00 (0.80-1.20) | 0.005 | 0.020 |" in table
     assert "frozen server over the other's requests: 0.00" in table
+    assert "- random words: 1.00" in table
     assert ci.targets(report([3.0, 2.1], [2.5, 2.5]))[0][3] == "not met"
 
 
