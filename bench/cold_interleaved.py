@@ -20,7 +20,6 @@ one word repeated, and random words).
 from __future__ import annotations
 
 import argparse
-import json
 import random
 import statistics
 import sys
@@ -30,7 +29,7 @@ from pathlib import Path
 
 from bench.lib import peers
 from bench.lib.client import stream_chat
-from bench.lib.targets import Target, table_lines, target
+from bench.lib.targets import Target, target, write_report
 from bench.long_doc_qa import lmcache_document
 from bench.similar_prompts import RESULTS, Plan, Turn, random_document
 
@@ -198,12 +197,10 @@ def main(argv: list[str] | None = None) -> int:
     if args.runs:
         plan = replace(plan, runs=args.runs)
     report = run(packaged_model_path(), plan, list(NAMES))
-    table = markdown(report)
     stem = "cold-interleaved-quick" if args.quick else "cold-interleaved"
-    args.out.mkdir(parents=True, exist_ok=True)
-    (args.out / f"{stem}.md").write_text(f"# Cold prompts, interleaved\n\n{table}")
-    (args.out / f"{stem}.json").write_text(json.dumps(report, indent=1))
-    print("\n" + table + "\n" + "\n".join(table_lines(targets(report))))
+    write_report(
+        args.out, stem, "Cold prompts, interleaved", markdown(report), report, targets(report)
+    )
     return 0
 
 

@@ -22,7 +22,6 @@ the same `run()` (`--no-long-doc-qa` skips it).
 from __future__ import annotations
 
 import argparse
-import json
 import random
 import statistics
 import sys
@@ -35,7 +34,7 @@ from bench.lib import peers
 from bench.lib.client import Result, stream_chat
 from bench.lib.core import TOPICS, nonce
 from bench.lib.server_process import ROOT
-from bench.lib.targets import Target, failed_lines, ratio_table, table_lines, target
+from bench.lib.targets import Target, failed_lines, ratio_table, target, write_report
 
 RESULTS = ROOT / "bench" / "results"
 COLD, WARM = "round 1 (cold)", "round 2 (warm)"
@@ -249,12 +248,9 @@ def main(argv: list[str] | None = None) -> int:
 
     names = [s.strip() for s in args.servers.split(",") if s.strip()]
     report = run(packaged_model_path(), args.quick, names, args.runs, args.documents)
-    table = markdown(report)
-    args.out.mkdir(parents=True, exist_ok=True)
     stem = "long-doc-qa-quick" if args.quick else "long-doc-qa"
-    (args.out / f"{stem}.md").write_text(f"# Long-document QA\n\n{table}\n")
-    (args.out / f"{stem}.json").write_text(json.dumps(report, indent=1))
-    print("\n" + table + "\n" + "\n".join(table_lines(targets(report))))
+    table = markdown(report) + "\n"
+    write_report(args.out, stem, "Long-document QA", table, report, targets(report))
     return 0
 
 

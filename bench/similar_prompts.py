@@ -35,7 +35,7 @@ from bench.lib import peers
 from bench.lib.client import Result, stream_chat
 from bench.lib.core import TOPICS, nonce
 from bench.lib.server_process import ROOT
-from bench.lib.targets import Target, ratio_table, table_lines, target
+from bench.lib.targets import Target, ratio_table, target, write_report
 from bench.long_doc_qa import lmcache_document
 
 RESULTS = ROOT / "bench" / "results"
@@ -288,12 +288,10 @@ def main(argv: list[str] | None = None) -> int:
         plan = Plan(**(plan.__dict__ | {"runs": args.runs}))
     names = [s.strip() for s in args.servers.split(",") if s.strip()]
     report = run(packaged_model_path(), plan, names)
-    table = markdown(report)
-    args.out.mkdir(parents=True, exist_ok=True)
     stem = "similar-prompts-quick" if args.quick else "similar-prompts"
-    (args.out / f"{stem}.md").write_text(f"# Prompts that look alike\n\n{table}")
-    (args.out / f"{stem}.json").write_text(json.dumps(report, indent=1))
-    print("\n" + table + "\n" + "\n".join(table_lines(targets(report))))
+    write_report(
+        args.out, stem, "Prompts that look alike", markdown(report), report, targets(report)
+    )
     return 0
 
 

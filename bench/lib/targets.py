@@ -7,6 +7,9 @@ run in one shape, and a part run alone prints the same verdicts as the whole run
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
+
 # (target, ours / llama-server or None when either side is missing, bound, verdict)
 Target = tuple[str, float | None, str, str]
 
@@ -53,3 +56,14 @@ def ratio_table(
 def failed_lines(report: dict) -> list[str]:
     """A line per server that could not run, with why."""
     return [f"\n{name} failed: {why}" for name, why in report.get("failed", {}).items()]
+
+
+def write_report(
+    out: Path, stem: str, title: str, table: str, report: dict, rows: list[Target]
+) -> None:
+    """A run's files (`stem`.md with `table` under `title`, `stem`.json with `report`) in `out`,
+    and the table with its targets on standard output."""
+    out.mkdir(parents=True, exist_ok=True)
+    (out / f"{stem}.md").write_text(f"# {title}\n\n{table}")
+    (out / f"{stem}.json").write_text(json.dumps(report, indent=1))
+    print("\n" + table + "\n" + "\n".join(table_lines(rows)))
