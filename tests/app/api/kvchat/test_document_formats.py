@@ -8,11 +8,15 @@ from __future__ import annotations
 from collections.abc import Iterator
 from pathlib import Path
 
-import httpx
 import pytest
 
 from bench.lib.server_process import ServerProcess
-from tests.app.api.kvchat.test_document_routes import call, new_collection, wait_ready
+from tests.app.api.kvchat.test_document_routes import (
+    call,
+    new_collection,
+    upload,
+    wait_ready,
+)
 from tests.rag.docx_files import corrupt_docx, make_docx
 from tests.rag.pdfs import make_pdf
 
@@ -25,12 +29,6 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
     data = tmp_path_factory.mktemp("data")
     with ServerProcess(*ARGS, "--data-dir", str(data)) as srv:
         yield srv
-
-
-def upload(server: ServerProcess, col: str, name: str, data: bytes, mime: str) -> httpx.Response:
-    return call(
-        server, "POST", f"/v1/collections/{col}/documents", files={"file": (name, data, mime)}
-    )
 
 
 def search(server: ServerProcess, col: str, query: str) -> list[dict]:

@@ -64,6 +64,12 @@ def wait_ready(server: ServerProcess, doc_id: str) -> dict:
     return doc
 
 
+def upload(server: ServerProcess, col: str, name: str, data: bytes, mime: str) -> httpx.Response:
+    return call(
+        server, "POST", f"/v1/collections/{col}/documents", files={"file": (name, data, mime)}
+    )
+
+
 def upload_text(server: ServerProcess, col: str, filename: str, text: str) -> dict:
     r = call(
         server,

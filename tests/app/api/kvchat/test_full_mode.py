@@ -36,6 +36,19 @@ LONG = " ".join(
 ETNA = "Mount Etna is an active volcano in Sicily."
 
 
+def streamed_citations(r: httpx.Response) -> list[dict]:
+    """A full-mode reply's stream read through: the mode comes first, the citations once, after
+    the text; returns those citations."""
+    assert r.status_code == 200
+    events = [line[6:] for line in r.iter_lines() if line.startswith("data: ")]
+    chunks = [json.loads(e) for e in events if e != "[DONE]"]
+    assert [c.get("mode") for c in chunks if "mode" in c] == ["full"]
+    text_at = max(i for i, c in enumerate(chunks) if c["choices"] and c["choices"][0]["delta"])
+    cites = [i for i, c in enumerate(chunks) if "citations" in c]
+    assert len(cites) == 1 and cites[0] > text_at
+    return chunks[cites[0]]["citations"]
+
+
 @pytest.fixture(scope="module")
 def server(tmp_path_factory) -> Iterator[ServerProcess]:
     data = tmp_path_factory.mktemp("data")
@@ -193,14 +206,8 @@ def test_full_mode_cites_the_chunks_the_answer_quoted_not_every_chunk(server):
     with httpx.stream(
         "POST", f"{server.base_url}/v1/collections/{col}/ask", json=body, timeout=180
     ) as r:
-        assert r.status_code == 200
-        events = [line[6:] for line in r.iter_lines() if line.startswith("data: ")]
-    chunks = [json.loads(e) for e in events if e != "[DONE]"]
-    assert [c.get("mode") for c in chunks if "mode" in c] == ["full"]
-    text_at = max(i for i, c in enumerate(chunks) if c["choices"] and c["choices"][0]["delta"])
-    cites = [i for i, c in enumerate(chunks) if "citations" in c]
-    assert len(cites) == 1 and cites[0] > text_at
-    assert {c["chunk_id"] for c in chunks[cites[0]]["citations"]} == quoted
+        citations = streamed_citations(r)
+    assert {c["chunk_id"] for c in citations} == quoted
 
 
 def test_deleting_a_document_takes_it_out_of_the_prefix(server):

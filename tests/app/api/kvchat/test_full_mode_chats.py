@@ -7,7 +7,6 @@ reply says so; a retrieval collection is answered as before."""
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterator
 
 import httpx
@@ -15,7 +14,13 @@ import pytest
 
 from bench.lib.server_process import ServerProcess, make_key
 from tests.app.api.keyed_server import KeyedServer
-from tests.app.api.kvchat.test_full_mode import ETNA, FACTS, LONG, cached_tokens
+from tests.app.api.kvchat.test_full_mode import (
+    ETNA,
+    FACTS,
+    LONG,
+    cached_tokens,
+    streamed_citations,
+)
 from tests.app.api.kvchat.test_full_mode_reuse import (
     as_tenant,
     full_prefix,
@@ -147,15 +152,9 @@ def test_a_full_mode_reply_cites_the_chunks_its_answer_quoted_and_keeps_them(key
         headers=keyed.auth("alice"),
         timeout=180,
     ) as r:
-        assert r.status_code == 200
-        events = [line[6:] for line in r.iter_lines() if line.startswith("data: ")]
-    chunks = [json.loads(e) for e in events if e != "[DONE]"]
-    assert [c.get("mode") for c in chunks if "mode" in c] == ["full"]
-    text_at = max(i for i, c in enumerate(chunks) if c["choices"] and c["choices"][0]["delta"])
-    cites = [i for i, c in enumerate(chunks) if "citations" in c]
-    assert len(cites) == 1 and cites[0] > text_at
-    assert {c["chunk_id"] for c in chunks[cites[0]]["citations"]} <= quoted
-    assert stored(keyed, sid)[-1]["citations"] == chunks[cites[0]]["citations"]
+        citations = streamed_citations(r)
+    assert {c["chunk_id"] for c in citations} <= quoted
+    assert stored(keyed, sid)[-1]["citations"] == citations
 
 
 def test_a_collection_too_long_for_the_context_is_answered_by_retrieval_and_says_so(keyed):

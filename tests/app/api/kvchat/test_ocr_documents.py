@@ -10,11 +10,16 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-import httpx
 import pytest
 
 from bench.lib.server_process import ServerProcess
-from tests.app.api.kvchat.test_document_routes import call, new_collection, wait_ready
+from tests.app.api.kvchat.test_document_routes import (
+    ask,
+    call,
+    new_collection,
+    upload,
+    wait_ready,
+)
 from tests.rag.scans import PHOTO, encoded, pdf_of, scanned_page
 
 ARGS = ["-np", "2", "-c", "4096", "--doc-prefill-tokens", "0"]
@@ -41,12 +46,6 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
     data = tmp_path_factory.mktemp("data")
     with ServerProcess(*ARGS, "--data-dir", str(data)) as srv:
         yield srv
-
-
-def upload(server: ServerProcess, col: str, name: str, data: bytes, mime: str) -> httpx.Response:
-    return call(
-        server, "POST", f"/v1/collections/{col}/documents", files={"file": (name, data, mime)}
-    )
 
 
 def ingested(server: ServerProcess, col: str, name: str, data: bytes, mime: str) -> dict:
@@ -80,14 +79,7 @@ def test_a_scanned_pdf_is_read_by_ocr_and_answers_cite_the_page(server: ServerPr
     assert words_in(pages[2], "basalt", "Causeway", "hexagons"), pages
 
     question = "How did the basalt columns of the Giant's Causeway form?"
-    r = call(
-        server,
-        "POST",
-        f"/v1/collections/{col}/ask",
-        json={"question": question, "top_k": 1, "max_tokens": 8, "temperature": 0},
-    )
-    assert r.status_code == 200, r.text
-    (cited,) = r.json()["citations"]
+    (cited,) = ask(server, col, question, top_k=1, max_tokens=8)["citations"]
     assert (cited["document_id"], cited["filename"], cited["page"]) == (doc["id"], "scanned.pdf", 2)
     assert words_in(cited["text"], "basalt", "lava")
 
@@ -122,14 +114,7 @@ def test_a_photographed_page_is_read_as_page_one(
     doc = ingested(server, col, name, photo, mime)
     assert doc["ocr_pages"] == [1] and doc["ocr_failed"] == [], doc
     question = "Who writes down the ships entering the Grand Harbour?"
-    r = call(
-        server,
-        "POST",
-        f"/v1/collections/{col}/ask",
-        json={"question": question, "top_k": 1, "max_tokens": 8, "temperature": 0},
-    )
-    assert r.status_code == 200, r.text
-    (cited,) = r.json()["citations"]
+    (cited,) = ask(server, col, question, top_k=1, max_tokens=8)["citations"]
     assert (cited["filename"], cited["page"]) == (name, 1)
     assert words_in(cited["text"], "harbour master", "Valletta")
 

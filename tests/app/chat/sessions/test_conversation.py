@@ -1,23 +1,8 @@
 from __future__ import annotations
 
-import pytest
-
 from app.chat.sessions.conversation import conversation_prompt
 from app.chat.templates.prompter import Prompter
-from app.engine.engine_config import EngineConfig
 from app.engine.llama.model import Model
-
-
-@pytest.fixture(scope="module")
-def model(model_path: str):
-    model = Model(EngineConfig(model_path=model_path, n_ctx=512, n_parallel=1))
-    yield model
-    model.close()
-
-
-@pytest.fixture(scope="module")
-def prompter(model: Model) -> Prompter:
-    return Prompter(model)
 
 
 def odd_ids(prompter: Prompter, *pieces: str) -> list[int]:
