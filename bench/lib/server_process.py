@@ -71,21 +71,42 @@ class ManagedProcess:
         while another was timed."""
         if self.proc is None or self.proc.poll() is not None:
             return None
-        try:
-            fields = Path(f"/proc/{self.proc.pid}/stat").read_text().rsplit(")", 1)[1].split()
-        except OSError:
-            return None
-        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+        fields = self._stat()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK") if fields else None
 
     def pause(self) -> None:
         """Freeze the process (SIGSTOP: no thread of it runs, so it takes no CPU) while another
-        server is timed beside it; `resume` lets it go on."""
-        if self.proc is not None and self.proc.poll() is None:
-            os.kill(self.proc.pid, signal.SIGSTOP)
+        server is timed beside it; returns once it is stopped (a signal is delivered when the
+        process is next scheduled, not at once). `resume` lets it go on."""
+        self._signal(signal.SIGSTOP, stopped=True)
 
     def resume(self) -> None:
-        if self.proc is not None and self.proc.poll() is None:
-            os.kill(self.proc.pid, signal.SIGCONT)
+        self._signal(signal.SIGCONT, stopped=False)
+
+    def _signal(self, sig: signal.Signals, stopped: bool, timeout: float = 10.0) -> None:
+        if self.proc is None or self.proc.poll() is not None:
+            return
+        os.kill(self.proc.pid, sig)
+        deadline = time.monotonic() + timeout
+        while (self.state() == "T") != stopped:
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"{self.name} did not {'stop' if stopped else 'go on'}")
+            time.sleep(0.001)
+
+    def state(self) -> str:
+        """The process's state letter in /proc (R running, S sleeping, T stopped, ...); "" when
+        it is gone."""
+        fields = self._stat()
+        return fields[0] if fields else ""
+
+    def _stat(self) -> list[str]:
+        """/proc/PID/stat's fields after the command name (state first); [] when it is gone."""
+        if self.proc is None:
+            return []
+        try:
+            return Path(f"/proc/{self.proc.pid}/stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            return []
 
     def log(self, n: int = 5000) -> str:
         return self.log_path.read_text(errors="replace")[-n:] if self.log_path.exists() else ""
