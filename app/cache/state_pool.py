@@ -40,6 +40,10 @@ def fits(n_bytes: int, buf: mmap.mmap) -> bool:
     return n_bytes <= len(buf) <= 2 * max(n_bytes, GRANULE)
 
 
+def smallest_fit(n_bytes: int, buffers: list[mmap.mmap]) -> mmap.mmap | None:
+    return min((b for b in buffers if fits(n_bytes, b)), key=len, default=None)
+
+
 class StateBlob:
     """One saved state: `n_bytes` valid bytes at the start of a pooled buffer."""
 
@@ -91,9 +95,8 @@ class StatePool:
         """A blob whose buffer holds at least n_bytes: the smallest free buffer that fits and
         wastes at most half of itself, else a new one."""
         with self.lock:
-            ready = [b for b in self._free if fits(n_bytes, b)]
-            if ready:
-                buf = min(ready, key=len)
+            buf = smallest_fit(n_bytes, self._free)
+            if buf is not None:
                 self._free.remove(buf)
                 self.free_bytes -= len(buf)
                 self.reused += 1
@@ -132,9 +135,9 @@ class StatePool:
         """Of `sizes`, largest first, those left without a free buffer, each buffer serving one."""
         free, missing = list(self._free), []
         for n in sorted(sizes, reverse=True):
-            ready = [b for b in free if fits(n, b)]
-            if ready:
-                free.remove(min(ready, key=len))
+            buf = smallest_fit(n, free)
+            if buf is not None:
+                free.remove(buf)
             else:
                 missing.append(n)
         return missing

@@ -93,9 +93,7 @@ class KvTiers:
         lost = len(tokens) - keep
         if lost < MIN_SAVE_TOKENS or (keep > 0 and lost < MIN_SAVE_SHARE * len(tokens)):
             return saved
-        if slot.documents & self.forgotten:
-            return saved
-        if self.host.covers(slot.salt, tokens):
+        if not self.unsaved(slot):
             return saved
         t0 = time.perf_counter()
         size = self.model.state_size(slot.id)
@@ -111,6 +109,11 @@ class KvTiers:
             blob.release()
         self._timed("save", CacheSource.HOST if to_host else CacheSource.DISK, t0)
         return saved + 1
+
+    def unsaved(self, slot: Slot) -> bool:
+        """The slot's KV may go to the tiers (it holds no deleted document's chunks) and host
+        memory does not hold all of it yet."""
+        return not slot.documents & self.forgotten and not self.host.covers(slot.salt, slot.cache)
 
     def _save_blended(self, slot: Slot) -> int:
         """The whole of a slot's blended KV into host memory, under the blended salt, where

@@ -192,7 +192,7 @@ class PrefixReuse:
         for slot in self.scheduler.slots:
             if not slot.idle or len(slot.cache) < MIN_SAVE_TOKENS or slot.blended_from is not None:
                 continue
-            if slot.documents & self.forgotten or self.host.covers(slot.salt, slot.cache):
+            if not self.tiers.unsaved(slot):
                 continue
             size = self.model.state_size(slot.id)
             if self.host.has_room(size, len(slot.cache)):

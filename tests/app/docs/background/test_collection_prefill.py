@@ -6,9 +6,6 @@ again)."""
 from __future__ import annotations
 
 from concurrent.futures import Future
-from pathlib import Path
-
-import pytest
 
 from app.db.documents.collection_chunks import CollectionChunks
 from app.db.documents.document_store import DocumentStore
@@ -54,14 +51,6 @@ class Engine:
         self.held[request.cache_salt] = list(request.prompt.tokens)
         self.documents[request.cache_salt] = request.documents
         sink(Finished("length", len(request.prompt), 1, 0, Timings()))
-
-
-@pytest.fixture
-def store(tmp_path: Path):
-    s = Store(f"sqlite:///{tmp_path / 'db.sqlite'}")
-    s.migrate()
-    yield s
-    s.close()
 
 
 def prefill(store: Store, engine: Engine, n_ctx: int = 100) -> CollectionPrefill:

@@ -3,10 +3,7 @@ and how it fits the context; on a real SQLite database, with a stand-in for the 
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import numpy as np
-import pytest
 
 from app.db.documents.chunk_store import ChunkStore
 from app.db.documents.collection_chunks import CollectionChunks
@@ -33,14 +30,6 @@ class Reader(CollectionChunks):
     def chunks(self, collection_id: str, model: str) -> tuple[int, list[ChunkRecord]]:
         self.reads += 1
         return super().chunks(collection_id, model)
-
-
-@pytest.fixture
-def store(tmp_path: Path):
-    s = Store(f"sqlite:///{tmp_path / 'db.sqlite'}")
-    s.migrate()
-    yield s
-    s.close()
 
 
 def ready(store: Store, col: str, name: str, tokens: list[list[int]]) -> str:

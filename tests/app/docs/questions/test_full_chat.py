@@ -5,10 +5,8 @@ SQLite database, with the stand-in head of test_collection_prefix.py."""
 from __future__ import annotations
 
 import asyncio
-from pathlib import Path
 
 import numpy as np
-import pytest
 
 from app.db.documents.chunk_store import ChunkStore
 from app.db.documents.document_records import CollectionRecord, NewChunk
@@ -20,14 +18,6 @@ from tests.app.docs.questions.test_collection_prefix import HEAD, prefixes
 
 HARBOUR = "The harbour of Velmora was built in 1642 by the merchant guild."
 MILL = "The old mill of Velmora grinds barley with a wheel turned by the river."
-
-
-@pytest.fixture
-def store(tmp_path: Path):
-    s = Store(f"sqlite:///{tmp_path / 'db.sqlite'}")
-    s.migrate()
-    yield s
-    s.close()
 
 
 def collection(store: Store, system_prompt: str | None = None) -> CollectionRecord:
